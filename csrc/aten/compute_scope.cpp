@@ -1,0 +1,255 @@
+#include "aten/compute_scope.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+#include "runtime/exception.h"
+#include "runtime/generator.h"
+#include "runtime/vendor.h"
+
+namespace devx {
+
+namespace {
+
+int g_compute_type = -1;
+// Device whose memory the compute device's allocator hands out on this thread, -1 for none.
+thread_local int t_route_device = -1;
+
+// Installed as the process's CPU allocator when the compute device is the CPU. Outside a compute
+// scope it is the original allocator; inside one, CPU kernels allocating their outputs and
+// temporaries get devx memory (reported as CPU memory, which is what those kernels expect), so
+// their results need no copy. One thread-local read per CPU allocation is all it costs.
+class RoutingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit RoutingCpuAllocator(c10::Allocator* original) : original_(original) {}
+  c10::DataPtr allocate(size_t n) override {
+    if (t_route_device >= 0) {
+      return devx_allocator()->allocate_on(static_cast<c10::DeviceIndex>(t_route_device), n,
+                                           c10::Device(c10::kCPU));
+    }
+    return original_->allocate(n);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return original_->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+
+ private:
+  c10::Allocator* original_;
+};
+
+// The allocator of alias storages. Kept apart from the routing CPU allocator (same behaviour) so
+// that sync_back can tell an alias storage the kernel resized from a storage the kernel made.
+RoutingCpuAllocator* g_alias_allocator = nullptr;
+
+// An alias storage holds a reference on the devx storage it aliases: the bytes cannot go away
+// while a kernel (or anything it stashed) still sees them.
+void release_alias(void* ctx) {
+  c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(ctx));
+}
+
+c10::DispatchKeySet compute_keyset() {
+  return c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, std::nullopt,
+                                                     static_cast<c10::DeviceType>(g_compute_type)));
+}
+
+c10::Device compute_device_for(c10::DeviceIndex device) {
+  auto type = static_cast<c10::DeviceType>(g_compute_type);
+  return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, device);
+}
+
+at::Tensor make_alias(const at::Tensor& t, c10::Device compute_device, c10::DispatchKeySet keyset) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  c10::raw::intrusive_ptr::incref(s);
+  auto storage = c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), s->nbytes(),
+      c10::DataPtr(const_cast<void*>(s->data()), s, &release_alias, compute_device), g_alias_allocator,
+      /*resizable=*/true);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)), keyset, t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (C10_UNLIKELY(t.is_conj())) impl->_set_conj(true);
+  if (C10_UNLIKELY(t.is_neg())) impl->_set_neg(true);
+  return at::Tensor(std::move(impl));
+}
+
+// The devx storage behind compute-device storage `s`, or an empty Storage if `s` is foreign
+// (memory the devx allocator never handed out).
+c10::Storage devx_storage_for(c10::StorageImpl* s) {
+  const c10::DataPtr& dp = s->data_ptr();
+  if (dp.get_deleter() == &release_alias) {
+    return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
+        static_cast<c10::StorageImpl*>(dp.get_context())));
+  }
+  if (is_devx_allocation(dp)) {
+    if (dp.device().type() != kDevx) {
+      s->_mutable_data_ptr_no_checks().unsafe_set_device(devx_device(allocation_device(dp)));
+    }
+    return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s));
+  }
+  return {};
+}
+
+c10::Storage copy_foreign(c10::StorageImpl* s, c10::DeviceIndex device) {
+  size_t n = s->nbytes();
+  c10::DataPtr fresh = devx_allocator()->allocate_on(device, n, devx_device(device));
+  if (n > 0) {
+    DevxMemcpyKind kind = g_compute_type == static_cast<int>(c10::kCPU) ? DEVX_MEMCPY_H2D : DEVX_MEMCPY_D2D;
+    DEVX_VENDOR_CHECK(g_vendor->memcpy_sync(fresh.get(), s->data(), n, kind));
+  }
+  return c10::Storage(c10::Storage::use_byte_size_t(), n, std::move(fresh), devx_allocator(), true);
+}
+
+[[noreturn]] void mixed_devices(const at::Tensor& t, c10::DeviceIndex device) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
+              devx_device(device), " and ", t.device(), "! (devx ops take tensors of one devx device; "
+              "only 0-dim CPU tensors may be mixed in, as on CUDA)");
+}
+
+}  // namespace
+
+ComputeScope::ComputeScope()
+    : device_(current_device()),
+      compute_device_(compute_device_for(device_)),
+      keyset_(compute_keyset()),
+      previous_route_(t_route_device) {
+  TORCH_CHECK(g_compute_type >= 0, "devx: vendor '", vendor().name,
+              "' runs no ATen kernels on its memory; this op needs a kernel of its own");
+  if (g_alias_allocator) t_route_device = device_;
+}
+
+ComputeScope::~ComputeScope() {
+  t_route_device = previous_route_;
+}
+
+at::Tensor ComputeScope::in(const at::Tensor& t) const {
+  if (!t.defined()) return t;
+  c10::Device d = t.device();
+  if (C10_LIKELY(d.type() == kDevx)) {
+    if (C10_UNLIKELY(d.index() != device_)) mixed_devices(t, device_);
+    return make_alias(t, compute_device_, keyset_);
+  }
+  if (d.type() == c10::kCPU && t.dim() == 0) return t;
+  mixed_devices(t, device_);
+}
+
+std::optional<at::Tensor> ComputeScope::in(const std::optional<at::Tensor>& t) const {
+  if (!t.has_value()) return std::nullopt;
+  return in(*t);
+}
+
+std::vector<at::Tensor> ComputeScope::in(at::TensorList ts) const {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(in(t));
+  return out;
+}
+
+std::vector<at::Tensor> ComputeScope::in(const at::ITensorListRef& ts) const {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(in(t));
+  return out;
+}
+
+c10::List<std::optional<at::Tensor>> ComputeScope::in(const c10::List<std::optional<at::Tensor>>& ts) const {
+  c10::List<std::optional<at::Tensor>> out;
+  out.reserve(ts.size());
+  for (const std::optional<at::Tensor>& t : ts) out.push_back(in(t));
+  return out;
+}
+
+std::optional<at::Generator> ComputeScope::generator(const std::optional<at::Generator>& gen) const {
+  return compute_generator_for(gen, device_);
+}
+
+std::optional<c10::Device> ComputeScope::device(std::optional<c10::Device> d) const {
+  if (d && d->type() == kDevx) return compute_device_;
+  return d;
+}
+
+c10::Device ComputeScope::device(c10::Device d) const {
+  return d.type() == kDevx ? compute_device_ : d;
+}
+
+at::Tensor ComputeScope::out(const at::Tensor& r) const {
+  return alias_to_devx(r, device_);
+}
+
+std::vector<at::Tensor> ComputeScope::out(const std::vector<at::Tensor>& r) const {
+  std::vector<at::Tensor> out;
+  out.reserve(r.size());
+  for (const auto& t : r) out.push_back(alias_to_devx(t, device_));
+  return out;
+}
+
+void ComputeScope::sync_back(const at::Tensor& devx_tensor, const at::Tensor& alias) const {
+  if (!devx_tensor.defined() || devx_tensor.device().type() != kDevx) return;
+  c10::TensorImpl* d = devx_tensor.unsafeGetTensorImpl();
+  const c10::TensorImpl* a = alias.unsafeGetTensorImpl();
+  c10::StorageImpl* as = a->storage().unsafeGetStorageImpl();
+  c10::StorageImpl* ds = d->storage().unsafeGetStorageImpl();
+  if (as->allocator() == g_alias_allocator && as->data_ptr().get_deleter() != &release_alias) {
+    // The kernel resized the alias (an out= argument of the wrong size): adopt the new bytes in
+    // the devx storage itself, so every devx view of it sees them, as resize_ does on the CPU.
+    c10::DataPtr moved = as->set_data_ptr(c10::DataPtr(nullptr, compute_device_));
+    if (is_devx_allocation(moved)) {
+      moved.unsafe_set_device(devx_device(allocation_device(moved)));
+      size_t n = as->nbytes();
+      ds->set_data_ptr_noswap(std::move(moved));
+      ds->set_nbytes(n);
+    } else {
+      d->set_storage_keep_dtype(copy_foreign(as, device_));
+    }
+  } else {
+    c10::Storage target = devx_storage_for(as);
+    if (!target) target = copy_foreign(as, device_);
+    if (target.unsafeGetStorageImpl() != ds) d->set_storage_keep_dtype(std::move(target));
+  }
+  if (d->sizes() != a->sizes() || d->strides() != a->strides() || d->storage_offset() != a->storage_offset()) {
+    d->set_sizes_and_strides(a->sizes(), a->strides(), a->storage_offset());
+  }
+}
+
+void ComputeScope::sync_back(at::TensorList devx_tensors, const std::vector<at::Tensor>& aliases) const {
+  for (size_t i = 0; i < devx_tensors.size(); ++i) sync_back(devx_tensors[i], aliases[i]);
+}
+
+at::Tensor alias_to_devx(const at::Tensor& r, c10::DeviceIndex device) {
+  if (!r.defined()) return r;
+  c10::StorageImpl* s = r.storage().unsafeGetStorageImpl();
+  c10::Storage storage = devx_storage_for(s);
+  if (!storage) storage = copy_foreign(s, device);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r.dtype());
+  impl->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
+  if (C10_UNLIKELY(r.is_conj())) impl->_set_conj(true);
+  if (C10_UNLIKELY(r.is_neg())) impl->_set_neg(true);
+  return at::Tensor(std::move(impl));
+}
+
+at::Tensor alias_to_compute(const at::Tensor& t) {
+  TORCH_CHECK(g_compute_type >= 0, "devx: vendor '", vendor().name, "' runs no ATen kernels on its memory");
+  return make_alias(t, compute_device_for(t.device().index()), compute_keyset());
+}
+
+void install_compute_routing(int compute_device_type) {
+  g_compute_type = compute_device_type;
+  if (compute_device_type == static_cast<int>(c10::kCPU)) {
+    static RoutingCpuAllocator routing(c10::GetCPUAllocator());
+    static RoutingCpuAllocator alias_allocator(c10::GetCPUAllocator());
+    g_alias_allocator = &alias_allocator;
+    c10::SetCPUAllocator(&routing, /*priority=*/UINT8_MAX);
+  }
+}
+
+int compute_device_type() {
+  return g_compute_type;
+}
+
+}  // namespace devx

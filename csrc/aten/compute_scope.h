@@ -1,0 +1,70 @@
+// Running ATen's kernels of the vendor's compute device on devx memory.
+//
+// A vendor whose memory the compute device's kernels can address (cpu_sim: host memory, so the
+// CPU kernels; cuda: device memory, so the CUDA kernels) needs no kernels of its own: a devx
+// argument is re-expressed as an *alias* — a compute-device tensor over the same bytes — the
+// compute device's kernel runs, and what it returns is re-expressed as devx tensors.
+//   * Inputs cost one small alias object each, no copy.
+//   * Outputs the kernel allocates land in devx memory: while a scope is open on a thread, the
+//     compute device's allocator hands out devx memory (see routing in compute_scope.cpp), so a
+//     fresh output is wrapped, not copied.
+//   * Outputs that view an input (view ops, `out=` returns) map back onto the devx storage.
+//   * Mutated arguments whose alias was resized or re-pointed by the kernel (out= resizing,
+//     set_) are synchronised back by sync_back.
+// Mixing devices is checked here, as CUDA's kernels do: devx tensors on other devx devices and
+// non-scalar CPU tensors are errors naming both devices.
+#pragma once
+
+#include <ATen/core/ATen_fwd.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/DispatchKeySet.h>
+
+#include <vector>
+
+namespace devx {
+
+class ComputeScope {
+ public:
+  ComputeScope();
+  ~ComputeScope();
+  ComputeScope(const ComputeScope&) = delete;
+  ComputeScope& operator=(const ComputeScope&) = delete;
+
+  c10::DispatchKeySet keyset() const { return keyset_; }
+
+  at::Tensor in(const at::Tensor& t) const;
+  std::optional<at::Tensor> in(const std::optional<at::Tensor>& t) const;
+  std::vector<at::Tensor> in(at::TensorList ts) const;
+  std::vector<at::Tensor> in(const at::ITensorListRef& ts) const;
+  c10::List<std::optional<at::Tensor>> in(const c10::List<std::optional<at::Tensor>>& ts) const;
+
+  std::optional<at::Generator> generator(const std::optional<at::Generator>& gen) const;
+  std::optional<c10::Device> device(std::optional<c10::Device> d) const;
+  c10::Device device(c10::Device d) const;
+
+  at::Tensor out(const at::Tensor& r) const;
+  std::vector<at::Tensor> out(const std::vector<at::Tensor>& r) const;
+
+  void sync_back(const at::Tensor& devx_tensor, const at::Tensor& alias) const;
+  void sync_back(at::TensorList devx_tensors, const std::vector<at::Tensor>& aliases) const;
+
+ private:
+  c10::DeviceIndex device_;
+  c10::Device compute_device_;
+  c10::DispatchKeySet keyset_;
+  int previous_route_;
+};
+
+// The devx tensor over the same bytes as compute-device tensor `r` (see ComputeScope::out),
+// usable outside a scope by code that aliases by hand (copies, the fallback).
+at::Tensor alias_to_devx(const at::Tensor& r, c10::DeviceIndex device);
+// A compute-device alias of devx tensor `t`, outside any scope.
+at::Tensor alias_to_compute(const at::Tensor& t);
+
+// Installs the routing compute-device allocator. Called once the vendor is known.
+void install_compute_routing(int compute_device_type);
+int compute_device_type();
+
+}  // namespace devx

@@ -1,0 +1,118 @@
+// Copies in every direction. Device-side work (dtype conversion, strides, broadcasting,
+// conjugate/negative views) is done by the compute device's copy kernel on aliases; host<->device
+// and device<->device byte moves go through the vendor's memcpy on the current stream.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_copy_from_and_resize_ops.h>
+#include <ATen/ops/_copy_from_ops.h>
+#include <ATen/ops/copy_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/resize_ops.h>
+
+#include "aten/compute_scope.h"
+#include "aten/tensor_ops.h"
+#include "runtime/device.h"
+#include "runtime/memcpy.h"
+
+namespace devx::ops {
+
+namespace {
+
+// dst <- src, both on the current devx device.
+void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
+  ComputeScope scope;
+  at::Tensor a_dst = scope.in(dst);
+  at::_ops::copy_::redispatch(scope.keyset(), a_dst, scope.in(src), false);
+}
+
+bool plain_contiguous(const at::Tensor& t) {
+  return t.is_contiguous() && !t.is_conj() && !t.is_neg();
+}
+
+size_t nbytes(const at::Tensor& t) {
+  return static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+// `src` converted to dst's dtype and shape, contiguous, on src's (devx) device.
+at::Tensor staged_on_device(const at::Tensor& src, const at::Tensor& dst) {
+  DevxGuard guard(src.device());
+  at::Tensor staged = at::empty(dst.sizes(), dst.options().device(src.device()));
+  copy_on_device(staged, src);
+  return staged;
+}
+
+void host_to_devx(const at::Tensor& src, const at::Tensor& dst) {
+  DevxGuard guard(dst.device());
+  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous().resolve_conj().resolve_neg();
+  at::Tensor target = plain_contiguous(dst) ? dst : at::empty(dst.sizes(), dst.options());
+  memcpy_on_stream(target.data_ptr(), host.data_ptr(), nbytes(target), DEVX_MEMCPY_H2D,
+                   getCurrentDevxStream(dst.device().index()));
+  // The host buffer may be a temporary: the copy must have read it before it is freed.
+  if (!host.is_same(src)) getCurrentDevxStream(dst.device().index()).synchronize();
+  if (!target.is_same(dst)) copy_on_device(dst, target);
+}
+
+void devx_to_host(const at::Tensor& src, const at::Tensor& dst) {
+  DevxGuard guard(src.device());
+  at::Tensor staged = plain_contiguous(src) && src.sizes() == dst.sizes() ? src : [&] {
+    at::Tensor t = at::empty(src.sizes(), src.options());
+    copy_on_device(t, src);
+    return t;
+  }();
+  bool direct = dst.is_contiguous() && dst.scalar_type() == staged.scalar_type() && dst.sizes() == staged.sizes();
+  at::Tensor host = direct ? dst : at::empty(staged.sizes(), staged.options().device(c10::kCPU));
+  memcpy_and_wait(host.data_ptr(), staged.data_ptr(), nbytes(staged), DEVX_MEMCPY_D2H,
+                  getCurrentDevxStream(src.device().index()));
+  if (!direct) dst.copy_(host);
+}
+
+void devx_to_devx(const at::Tensor& src, const at::Tensor& dst) {
+  if (src.device() == dst.device()) {
+    DevxGuard guard(dst.device());
+    copy_on_device(dst, src);
+    return;
+  }
+  // Across devices: stage contiguous in the destination's dtype, move the bytes, then lay them
+  // out on the destination device.
+  at::Tensor staged = staged_on_device(src, dst);
+  getCurrentDevxStream(src.device().index()).synchronize();
+  DevxGuard guard(dst.device());
+  at::Tensor target = plain_contiguous(dst) ? dst : at::empty(dst.sizes(), dst.options());
+  memcpy_on_stream(target.data_ptr(), staged.data_ptr(), nbytes(target), DEVX_MEMCPY_D2D,
+                   getCurrentDevxStream(dst.device().index()));
+  if (!target.is_same(dst)) copy_on_device(dst, target);
+}
+
+}  // namespace
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (dst.numel() == 0) return dst;
+  bool src_devx = self.device().type() == kDevx;
+  bool dst_devx = dst.device().type() == kDevx;
+  if (src_devx && dst_devx) {
+    devx_to_devx(self, dst);
+  } else if (dst_devx) {
+    TORCH_CHECK(self.device().type() == c10::kCPU, "devx: cannot copy from ", self.device(), " to ", dst.device());
+    host_to_devx(self, dst);
+  } else {
+    TORCH_CHECK(dst.device().type() == c10::kCPU, "devx: cannot copy from ", self.device(), " to ", dst.device());
+    devx_to_host(self, dst);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) at::_ops::resize_::call(dst, self.sym_sizes(), std::nullopt);
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  DevxGuard guard(self.device());
+  at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+  memcpy_and_wait(host.data_ptr(), self.const_data_ptr(), self.element_size(), DEVX_MEMCPY_D2H,
+                  getCurrentDevxStream(self.device().index()));
+  if (self.is_conj()) host = host.conj().resolve_conj();
+  if (self.is_neg()) host = host.neg();
+  return host.item();
+}
+
+}  // namespace devx::ops

@@ -1,0 +1,187 @@
+#include "aten/cpu_fallback.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_copy_from_and_resize.h>
+#include <ATen/ops/_to_copy.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "aten/compute_scope.h"
+#include "runtime/device.h"
+#include "runtime/log.h"
+
+namespace devx {
+
+namespace {
+
+std::mutex g_stats_mutex;
+std::unordered_map<std::string, int64_t> g_stats;
+
+std::string overload_name(const c10::OperatorHandle& op) {
+  const auto& n = op.operator_name();
+  std::string name = n.name.substr(n.name.find("::") + 2);
+  if (!n.overload_name.empty()) name += "." + n.overload_name;
+  return name;
+}
+
+void count(const c10::OperatorHandle& op) {
+  std::string name = overload_name(op);
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    first = g_stats[name]++ == 0;
+  }
+  if (first) log::warn(log::Module::FALLBACK, "op " + name + " runs on the CPU (no devx kernel, or forced)");
+}
+
+bool is_devx(const at::Tensor& t) {
+  return t.defined() && t.device().type() == kDevx;
+}
+
+at::Tensor to_cpu(const at::Tensor& t) {
+  return at::_to_copy(t, t.options().device(c10::kCPU));
+}
+
+at::Tensor to_devx(const at::Tensor& t, c10::DeviceIndex device) {
+  if (!t.defined() || t.device().type() != c10::kCPU) return t;
+  return at::_to_copy(t, t.options().device(devx_device(device)));
+}
+
+bool returns_view(const c10::FunctionSchema& schema) {
+  for (const auto& r : schema.returns()) {
+    if (r.alias_info() && !r.alias_info()->isWrite()) return true;
+  }
+  return false;
+}
+
+// Applies `f` to every tensor held by `v` (a tensor, a tensor list or an optional-tensor list),
+// replacing it in place.
+template <typename F>
+void map_tensors(c10::IValue& v, F f) {
+  if (v.isTensor()) {
+    v = f(v.toTensor());
+  } else if (v.isTensorList()) {
+    auto list = v.toTensorList();
+    for (size_t i = 0; i < list.size(); ++i) list[i] = f(list[i]);
+    v = list;
+  } else if (v.isOptionalTensorList()) {
+    auto list = v.toOptionalTensorList();
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::optional<at::Tensor> t = list[i];
+      if (t.has_value()) list[i] = f(*t);
+    }
+    v = list;
+  }
+}
+
+c10::DeviceIndex device_of_args(const torch::jit::Stack& stack, size_t first, size_t n) {
+  for (size_t i = first; i < first + n; ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && is_devx(v.toTensor())) return v.toTensor().device().index();
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (is_devx(t)) return t.device().index();
+      }
+    }
+    if (v.isDevice() && v.toDevice().type() == kDevx) return v.toDevice().index();
+  }
+  return current_device();
+}
+
+void run_view_on_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t first, size_t n,
+                         c10::DeviceIndex device) {
+  ComputeScope scope;
+  for (size_t i = first; i < first + n; ++i) {
+    map_tensors((*stack)[i], [&](const at::Tensor& t) { return scope.in(t); });
+  }
+  op.redispatchBoxed(scope.keyset(), stack);
+  size_t nret = op.schema().returns().size();
+  for (size_t i = stack->size() - nret; i < stack->size(); ++i) {
+    map_tensors((*stack)[i], [&](const at::Tensor& t) { return scope.out(t); });
+  }
+}
+
+}  // namespace
+
+void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  count(op);
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const size_t first = stack->size() - nargs;
+  const c10::DeviceIndex device = device_of_args(*stack, first, nargs);
+  DevxGuard guard(device);
+
+  if (returns_view(schema)) {
+    run_view_on_aliases(op, stack, first, nargs, device);
+    return;
+  }
+
+  // Originals of the arguments the op writes, to copy results back into.
+  std::vector<std::pair<size_t, c10::IValue>> written;
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& v = (*stack)[first + i];
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias && alias->isWrite()) written.emplace_back(i, v);
+    if (v.isDevice() && v.toDevice().type() == kDevx) {
+      v = c10::IValue(c10::Device(c10::kCPU));
+      continue;
+    }
+    map_tensors(v, [](const at::Tensor& t) { return is_devx(t) ? to_cpu(t) : t; });
+  }
+  // Keep the CPU versions of written arguments: the kernel writes into them.
+  std::vector<c10::IValue> written_cpu;
+  for (auto& [i, original] : written) written_cpu.push_back((*stack)[first + i]);
+
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  for (size_t k = 0; k < written.size(); ++k) {
+    c10::IValue& original = written[k].second;
+    const c10::IValue& cpu = written_cpu[k];
+    if (original.isTensor() && is_devx(original.toTensor())) {
+      at::_copy_from_and_resize(cpu.toTensor(), original.toTensor());
+    } else if (original.isTensorList()) {
+      auto dst = original.toTensorList();
+      auto src = cpu.toTensorList();
+      for (size_t j = 0; j < dst.size(); ++j) {
+        if (is_devx(dst[j])) at::_copy_from_and_resize(src[j], dst[j]);
+      }
+    }
+  }
+
+  const auto& returns = schema.returns();
+  const size_t ret_first = stack->size() - returns.size();
+  for (size_t r = 0; r < returns.size(); ++r) {
+    c10::IValue& v = (*stack)[ret_first + r];
+    const auto* alias = returns[r].alias_info();
+    if (alias && alias->isWrite()) {
+      // A result that is a written argument is that argument, as the caller holds it.
+      for (size_t k = 0; k < written.size(); ++k) {
+        const auto* arg_alias = schema.arguments()[written[k].first].alias_info();
+        if (arg_alias->beforeSets() == alias->beforeSets()) {
+          v = written[k].second;
+          break;
+        }
+      }
+      continue;
+    }
+    map_tensors(v, [&](const at::Tensor& t) { return to_devx(t, device); });
+  }
+}
+
+std::map<std::string, int64_t> fallback_stats() {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  return {g_stats.begin(), g_stats.end()};
+}
+
+void reset_fallback_stats() {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats.clear();
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+}  // namespace devx

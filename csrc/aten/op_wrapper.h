@@ -1,0 +1,63 @@
+// What the generated op wrappers (build/generated/ops_*.cpp) are written against.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/boxing/impl/boxing.h>
+#include <torch/library.h>
+
+#include "aten/compute_scope.h"
+#include "aten/diagnostics.h"
+#include "aten/op_registry.h"
+#include "runtime/device.h"
+
+namespace devx {
+
+// The devx device an op runs on: that of its first devx tensor (or devx device argument).
+inline std::optional<c10::Device> device_of_arg(const at::Tensor& t) {
+  if (t.defined() && t.device().type() == kDevx) return t.device();
+  return std::nullopt;
+}
+inline std::optional<c10::Device> device_of_arg(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? device_of_arg(*t) : std::nullopt;
+}
+inline std::optional<c10::Device> device_of_arg(at::TensorList ts) {
+  for (const auto& t : ts) {
+    if (auto d = device_of_arg(t)) return d;
+  }
+  return std::nullopt;
+}
+inline std::optional<c10::Device> device_of_arg(const at::ITensorListRef& ts) {
+  for (const auto& t : ts) {
+    if (auto d = device_of_arg(t)) return d;
+  }
+  return std::nullopt;
+}
+inline std::optional<c10::Device> device_of_arg(const c10::List<std::optional<at::Tensor>>& ts) {
+  for (const std::optional<at::Tensor>& t : ts) {
+    if (auto d = device_of_arg(t)) return d;
+  }
+  return std::nullopt;
+}
+inline std::optional<c10::Device> device_of_arg(std::optional<c10::Device> d) {
+  if (d && d->type() == kDevx) return d;
+  return std::nullopt;
+}
+
+template <typename... Args>
+std::optional<c10::Device> guard_device(const Args&... args) {
+  std::optional<c10::Device> found;
+  ((found = found ? found : device_of_arg(args)), ...);
+  return found;
+}
+
+template <typename Sig, typename... Args>
+decltype(auto) call_boxed(const c10::BoxedKernel& kernel, int op, c10::DispatchKeySet ks, Args&&... args) {
+  return c10::impl::BoxedKernelWrapper<Sig>::call(kernel, op_handle(op), ks, std::forward<Args>(args)...);
+}
+
+// The bias sizes convolution_backward wants, from the weight's layout.
+inline std::vector<c10::SymInt> conv_bias_sizes(const at::Tensor& weight, bool transposed, c10::SymInt groups) {
+  return {transposed ? weight.sym_size(1) * groups : weight.sym_size(0)};
+}
+
+}  // namespace devx

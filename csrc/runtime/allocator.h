@@ -1,0 +1,40 @@
+// The devx device allocator, registered for PrivateUse1 so that torch.accelerator.memory_* and
+// everything that calls c10::GetAllocator(PrivateUse1) see it. It keeps CUDA's statistics
+// (c10::CachingDeviceAllocator::DeviceStats, small pool <= 1 MiB, large pool above).
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/StorageImpl.h>
+
+namespace devx {
+
+class DevxAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override;
+  c10::DeleterFnPtr raw_deleter() const override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  bool initialized() override;
+  void emptyCache(c10::MempoolId_t mempool_id = {0, 0}) override;
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
+
+  // Memory on `device` whose DataPtr says `reported_device`: the op path hands device memory to
+  // ATen's kernels of the vendor's compute device, which must believe it is theirs.
+  c10::DataPtr allocate_on(c10::DeviceIndex device, size_t nbytes, c10::Device reported_device);
+};
+
+DevxAllocator* devx_allocator();
+
+// Grows or shrinks a devx storage to `nbytes`, keeping its leading bytes (what resize_ needs).
+void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
+
+// True when `ptr` was allocated by the devx allocator (whatever device the DataPtr reports).
+bool is_devx_allocation(const c10::DataPtr& ptr);
+// The devx device an allocation lives on; `ptr` must satisfy is_devx_allocation.
+c10::DeviceIndex allocation_device(const c10::DataPtr& ptr);
+
+}  // namespace devx

@@ -1,0 +1,50 @@
+#include "runtime/device.h"
+
+#include "runtime/exception.h"
+#include "runtime/vendor.h"
+
+namespace devx {
+
+namespace {
+// -1: not known yet for this thread (the vendor's own per-thread default applies).
+thread_local c10::DeviceIndex t_current = -1;
+}  // namespace
+
+c10::DeviceIndex device_count() {
+  static const c10::DeviceIndex count = [] {
+    int n = 0;
+    DEVX_VENDOR_CHECK(vendor().device_count(&n));
+    return static_cast<c10::DeviceIndex>(n);
+  }();
+  return count;
+}
+
+void check_device_index(c10::DeviceIndex index) {
+  c10::DeviceIndex n = device_count();
+  TORCH_CHECK(index >= 0 && index < n, "devx: invalid device index ", static_cast<int>(index), ": ",
+              vendor().name, " has ", static_cast<int>(n), " device", n == 1 ? "" : "s",
+              " (valid: 0..", static_cast<int>(n) - 1, ")");
+}
+
+c10::DeviceIndex current_device() {
+  if (C10_UNLIKELY(t_current < 0)) {
+    int d = 0;
+    DEVX_VENDOR_CHECK(vendor().get_device(&d));
+    t_current = static_cast<c10::DeviceIndex>(d);
+  }
+  return t_current;
+}
+
+void set_device(c10::DeviceIndex index) {
+  if (index == t_current) return;
+  check_device_index(index);
+  DEVX_VENDOR_CHECK(g_vendor->set_device(index));
+  t_current = index;
+}
+
+void synchronize_device(c10::DeviceIndex index) {
+  check_device_index(index);
+  DEVX_VENDOR_CHECK(g_vendor->device_synchronize(index));
+}
+
+}  // namespace devx

@@ -1,0 +1,47 @@
+// Devices as the core sees them: counts and the per-thread current device, with the vendor
+// asked only when the cached answer can be stale.
+#pragma once
+
+#include <c10/core/Device.h>
+
+namespace devx {
+
+constexpr c10::DeviceType kDevx = c10::DeviceType::PrivateUse1;
+
+c10::DeviceIndex device_count();
+c10::DeviceIndex current_device();
+void set_device(c10::DeviceIndex index);
+// Throws (RuntimeError naming the index and the count) unless 0 <= index < device_count().
+void check_device_index(c10::DeviceIndex index);
+void synchronize_device(c10::DeviceIndex index);
+
+inline c10::Device devx_device(c10::DeviceIndex index) {
+  return c10::Device(kDevx, index);
+}
+
+// A devx device guard without the virtual calls of c10::DeviceGuard: the generated op wrappers
+// use it on every op. No-op when the tensor is already on the current device.
+class DevxGuard {
+ public:
+  explicit DevxGuard(c10::DeviceIndex index) {
+    if (index >= 0) {
+      c10::DeviceIndex cur = current_device();
+      if (cur != index) {
+        set_device(index);
+        previous_ = cur;
+      }
+    }
+  }
+  explicit DevxGuard(std::optional<c10::Device> device)
+      : DevxGuard(device && device->type() == kDevx ? device->index() : c10::DeviceIndex(-1)) {}
+  ~DevxGuard() {
+    if (previous_ >= 0) set_device(previous_);
+  }
+  DevxGuard(const DevxGuard&) = delete;
+  DevxGuard& operator=(const DevxGuard&) = delete;
+
+ private:
+  c10::DeviceIndex previous_ = -1;
+};
+
+}  // namespace devx

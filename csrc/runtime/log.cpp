@@ -1,0 +1,93 @@
+#include "runtime/log.h"
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+#include <c10/util/Exception.h>
+
+#include "runtime/env.h"
+
+namespace devx::log {
+
+namespace {
+
+constexpr size_t kModules = static_cast<size_t>(Module::kCount);
+constexpr std::array<const char*, kModules> kModuleNames = {"RUNTIME", "ALLOC", "OPS", "FALLBACK",
+                                                            "TRACE", "PROFILE", "PYTHON"};
+constexpr std::array<const char*, 6> kLevelNames = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "OFF"};
+
+std::array<std::atomic<int>, kModules> g_levels;
+std::mutex g_write_mutex;
+
+Level parse_level(const std::string& s, const std::string& whole) {
+  std::string u;
+  for (char c : s) u.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  if (u == "WARNING") u = "WARN";
+  for (size_t i = 0; i < kLevelNames.size(); ++i) {
+    if (u == kLevelNames[i]) return static_cast<Level>(i);
+  }
+  TORCH_CHECK_VALUE(false, "DEVX_LOG_LEVEL='", whole, "': '", s,
+                    "' is not a level; use TRACE, DEBUG, INFO, WARN, ERROR or OFF");
+}
+
+struct Init {
+  Init() {
+    for (auto& l : g_levels) l.store(static_cast<int>(Level::WARN));
+    try {
+      reload();
+    } catch (const std::exception&) {
+      // Reported again, as a Python exception, when the package calls reload() at import.
+    }
+    env::add_listener([] {
+      try {
+        reload();
+      } catch (const std::exception&) {
+      }
+    });
+  }
+};
+Init g_init;
+
+}  // namespace
+
+void reload() {
+  std::string spec = env::get_string("DEVX_LOG_LEVEL", "WARN");
+  std::array<int, kModules> levels;
+  levels.fill(static_cast<int>(Level::WARN));
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+    auto b = item.find_first_not_of(' ');
+    if (b == std::string::npos) continue;
+    item = item.substr(b, item.find_last_not_of(' ') - b + 1);
+    auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      levels.fill(static_cast<int>(parse_level(item, spec)));
+      continue;
+    }
+    std::string mod = item.substr(0, eq);
+    for (auto& c : mod) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    size_t m = 0;
+    while (m < kModules && mod != kModuleNames[m]) ++m;
+    TORCH_CHECK_VALUE(m < kModules, "DEVX_LOG_LEVEL='", spec, "': unknown module '", mod,
+                      "'; modules are RUNTIME, ALLOC, OPS, FALLBACK, TRACE, PROFILE, PYTHON");
+    levels[m] = static_cast<int>(parse_level(item.substr(eq + 1), spec));
+  }
+  for (size_t m = 0; m < kModules; ++m) g_levels[m].store(levels[m], std::memory_order_relaxed);
+}
+
+bool enabled(Module m, Level l) {
+  return static_cast<int>(l) >= g_levels[static_cast<size_t>(m)].load(std::memory_order_relaxed);
+}
+
+void write(Module m, Level l, const std::string& message) {
+  std::lock_guard<std::mutex> lock(g_write_mutex);
+  std::fprintf(stderr, "[devx %s %s] %s\n", kModuleNames[static_cast<size_t>(m)],
+               kLevelNames[static_cast<size_t>(l)], message.c_str());
+}
+
+}  // namespace devx::log

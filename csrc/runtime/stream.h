@@ -1,0 +1,43 @@
+// devx streams, named after CUDAStream: a default stream plus a pool per device and priority,
+// and a per-thread current stream per device. A c10::Stream's id encodes its slot:
+// 0 is the default stream, 1 + level * kStreamsPerPool + i is pool stream i of priority level.
+#pragma once
+
+#include <c10/core/Stream.h>
+
+#include "runtime/device.h"
+#include "runtime/vendor_api.h"
+
+namespace devx {
+
+constexpr int kStreamsPerPool = 8;
+constexpr int kPriorityLevels = 3;  // 0 (normal), -1 (high), -2 (highest)
+
+class DevxStream {
+ public:
+  explicit DevxStream(c10::Stream stream);
+
+  c10::Stream unwrap() const { return stream_; }
+  c10::DeviceIndex device_index() const { return stream_.device_index(); }
+  c10::StreamId id() const { return stream_.id(); }
+  int priority() const;
+  DevxStreamHandle handle() const;
+
+  bool query() const;
+  void synchronize() const;
+
+  operator c10::Stream() const { return stream_; }
+  bool operator==(const DevxStream& other) const { return stream_ == other.stream_; }
+
+ private:
+  c10::Stream stream_;
+};
+
+DevxStream getDefaultDevxStream(c10::DeviceIndex device = -1);
+DevxStream getCurrentDevxStream(c10::DeviceIndex device = -1);
+// Round-robin over the pool of the priority level nearest `priority` (clamped to the range).
+DevxStream getStreamFromPool(int priority = 0, c10::DeviceIndex device = -1);
+void setCurrentDevxStream(DevxStream stream);
+void stream_priority_range(int* least, int* greatest);
+
+}  // namespace devx

@@ -1,0 +1,125 @@
+// The vendor seam: everything the core runtime asks of a device, and nothing else.
+//
+// A vendor is a shared library (libdevx_vendor_<name>.so) exporting one C symbol,
+// `devx_vendor_get_api`, which returns a filled DevxVendorApi. It is a plain C table so that a
+// vendor needs neither torch nor C++ ABI compatibility with the core: cpu_sim and cuda link no
+// torch at all. Every function returns a DevxStatus; on failure the vendor's `last_error()`
+// (thread-local) says why, and the core turns that into a Python exception naming the call.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DEVX_VENDOR_API_VERSION 1
+
+typedef enum DevxStatus {
+  DEVX_OK = 0,
+  DEVX_ERROR = 1,            // generic failure, see last_error()
+  DEVX_ERROR_OOM = 2,        // device or host memory exhausted
+  DEVX_ERROR_INVALID = 3,    // bad argument: device index, null handle, size
+  DEVX_ERROR_NOT_READY = 4,  // query functions: work still pending (not a failure)
+  DEVX_ERROR_NO_DEVICE = 5,  // the vendor's hardware/driver is absent or unusable
+} DevxStatus;
+
+typedef enum DevxMemcpyKind {
+  DEVX_MEMCPY_H2D = 0,
+  DEVX_MEMCPY_D2H = 1,
+  DEVX_MEMCPY_D2D = 2,  // same or different devices
+  DEVX_MEMCPY_H2H = 3,
+} DevxMemcpyKind;
+
+// Opaque handles owned by the vendor.
+typedef struct DevxStream_* DevxStreamHandle;
+typedef struct DevxEvent_* DevxEventHandle;
+
+// Tells the core how op kernels run on this vendor's memory. A vendor either supplies its own
+// kernels (the op table) or declares that ATen's kernels for `compute_device_type` run correctly
+// on aliases of its memory (cpu_sim: host-addressable arena, so CPU kernels; cuda: CUDA kernels).
+// Values match c10::DeviceType; -1 means "no generic ATen kernels, only the vendor's own".
+typedef struct DevxDeviceProperties {
+  char name[256];
+  size_t total_memory;
+  int major;
+  int minor;
+  int multi_processor_count;
+  int is_integrated;
+} DevxDeviceProperties;
+
+// A kernel the vendor implements itself. `fn` must have exactly the C++ signature of the aten
+// overload's unboxed kernel (what the generated op wrapper is declared with).
+typedef struct DevxVendorKernel {
+  const char* op;  // overload name as in native_functions.yaml: "add.out", "_softmax"
+  void* fn;
+} DevxVendorKernel;
+
+typedef void (*DevxHostFn)(void* user_data);
+
+typedef struct DevxVendorApi {
+  int api_version;  // DEVX_VENDOR_API_VERSION
+  const char* name;
+  int compute_device_type;  // c10::DeviceType value, see above
+
+  // Initialise the vendor (read its own settings, probe hardware). Called once, before anything
+  // else; DEVX_ERROR_NO_DEVICE if the hardware is unusable.
+  DevxStatus (*init)(void);
+  const char* (*last_error)(void);
+
+  // Devices. The current device is per host thread.
+  DevxStatus (*device_count)(int* count);
+  DevxStatus (*get_device)(int* device);
+  DevxStatus (*set_device)(int device);
+  DevxStatus (*device_properties)(int device, DevxDeviceProperties* props);
+  DevxStatus (*device_synchronize)(int device);
+
+  // Device memory. Pointers from malloc are usable by the vendor's kernels and memcpy only.
+  DevxStatus (*malloc)(int device, size_t size, void** ptr);
+  DevxStatus (*free)(int device, void* ptr);
+  DevxStatus (*mem_get_info)(int device, size_t* free_bytes, size_t* total_bytes);
+
+  // Page-locked host memory, usable for asynchronous copies.
+  DevxStatus (*host_malloc)(size_t size, void** ptr);
+  DevxStatus (*host_free)(void* ptr);
+
+  // Copies and fills. The synchronous forms return when the bytes have landed; the async forms
+  // are ordered on `stream` (NULL = the device's default stream).
+  DevxStatus (*memcpy_sync)(void* dst, const void* src, size_t size, DevxMemcpyKind kind);
+  DevxStatus (*memcpy_async)(void* dst, const void* src, size_t size, DevxMemcpyKind kind,
+                             DevxStreamHandle stream);
+  DevxStatus (*memset_sync)(void* dst, int value, size_t size);
+  DevxStatus (*memset_async)(void* dst, int value, size_t size, DevxStreamHandle stream);
+
+  // Streams. Lower priority numbers run first, as in CUDA; the range is [greatest, least].
+  DevxStatus (*stream_priority_range)(int* least, int* greatest);
+  DevxStatus (*stream_create)(int device, int priority, DevxStreamHandle* stream);
+  DevxStatus (*stream_destroy)(DevxStreamHandle stream);
+  DevxStatus (*stream_synchronize)(DevxStreamHandle stream);
+  DevxStatus (*stream_query)(DevxStreamHandle stream);  // DEVX_OK when idle, NOT_READY otherwise
+  DevxStatus (*stream_wait_event)(DevxStreamHandle stream, DevxEventHandle event);
+  // Run `fn(user_data)` in stream order (after all earlier work on the stream). This is how
+  // kernels are issued on a vendor whose compute device is the host.
+  DevxStatus (*launch_host_func)(DevxStreamHandle stream, DevxHostFn fn, void* user_data);
+
+  // Events. With enable_timing, elapsed_time between two recorded events is the device time
+  // between the points they mark in their streams.
+  DevxStatus (*event_create)(int device, int enable_timing, DevxEventHandle* event);
+  DevxStatus (*event_destroy)(DevxEventHandle event);
+  DevxStatus (*event_record)(DevxEventHandle event, DevxStreamHandle stream);
+  DevxStatus (*event_synchronize)(DevxEventHandle event);
+  DevxStatus (*event_query)(DevxEventHandle event);  // DEVX_OK when reached, NOT_READY otherwise
+  DevxStatus (*event_elapsed_ms)(DevxEventHandle start, DevxEventHandle end, float* ms);
+
+  // Kernels the vendor implements itself (may be empty). Terminated by {NULL, NULL}.
+  const DevxVendorKernel* kernels;
+} DevxVendorApi;
+
+typedef const DevxVendorApi* (*DevxVendorGetApiFn)(void);
+
+#define DEVX_VENDOR_ENTRY_SYMBOL "devx_vendor_get_api"
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif

@@ -1,0 +1,22 @@
+// The simulator's knobs, read from the environment once, by init().
+#pragma once
+
+#include <cstddef>
+
+#include "runtime/vendor_api.h"
+
+namespace devx::cpu_sim {
+
+struct Settings {
+  int devices = 2;                      // DEVX_SIM_DEVICES: 2 so multi-device code is exercised
+  size_t memory = size_t{16} << 30;     // DEVX_SIM_MEMORY: capacity of each device
+  bool async = false;                   // DEVX_SIM_ASYNC: one worker thread per stream
+};
+
+constexpr int kMaxDevices = 64;
+
+// Fills `out` from DEVX_SIM_*; unset or empty variables keep their defaults. A bad value gives
+// DEVX_ERROR_INVALID with a last_error naming the variable, the value and what is accepted.
+DevxStatus read_settings(Settings* out);
+
+}  // namespace devx::cpu_sim

@@ -1,0 +1,150 @@
+#include "stream.h"
+
+#include <cxxabi.h>
+
+#include <exception>
+
+#include "error.h"
+
+namespace devx::cpu_sim {
+namespace {
+
+// Runs `work` and returns the message of what it threw ("" if nothing), so that no kernel's
+// exception unwinds through the C table or out of a worker thread.
+std::string run_catching(const Stream::Work& work) {
+  try {
+    work();
+  } catch (abi::__forced_unwind&) {
+    // pthread_exit unwinds with this (CPython does it to threads that enter the interpreter
+    // while it finalises); swallowing it would abort the process.
+    throw;
+  } catch (const std::exception& e) {
+    return *e.what() ? e.what() : "an exception with an empty message";
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+  return {};
+}
+
+}  // namespace
+
+void Stream::start_worker() {
+  async_ = true;
+  worker_ = std::thread(&Stream::run_worker, this, shared_from_this());
+}
+
+DevxStatus Stream::submit(Work work) {
+  if (!async_) {
+    const std::string error = run_catching(work);
+    if (error.empty()) return DEVX_OK;
+    return fail(DEVX_ERROR, "a host function on cpu_sim device " + std::to_string(device_) +
+                                " threw: " + error);
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return fail(DEVX_ERROR, "cpu_sim stream used after it was shut down");
+    queue_.push_back(std::move(work));
+    ++submitted_;
+  }
+  work_cv_.notify_one();
+  return DEVX_OK;
+}
+
+DevxStatus Stream::synchronize() {
+  if (async_ && std::this_thread::get_id() == worker_.get_id()) {
+    return fail(DEVX_ERROR, "a host function on cpu_sim device " + std::to_string(device_) +
+                                " synchronized its own stream, which would wait for itself");
+  }
+  std::unique_lock lock(mu_);
+  const uint64_t target = submitted_;
+  done_cv_.wait(lock, [&] { return completed_ >= target || exited_; });
+  if (error_.empty()) return DEVX_OK;
+  const std::string error = std::move(error_);
+  error_.clear();
+  lock.unlock();
+  return fail(DEVX_ERROR, "a host function on cpu_sim device " + std::to_string(device_) +
+                              " threw: " + error);
+}
+
+bool Stream::idle() {
+  std::lock_guard lock(mu_);
+  return completed_ == submitted_;
+}
+
+void Stream::wait_event(Event& event, uint64_t recording) {
+  {
+    std::lock_guard lock(mu_);
+    waiting_on_ = &event;
+  }
+  event.wait(recording, stop_);
+  std::lock_guard lock(mu_);
+  waiting_on_ = nullptr;
+}
+
+void Stream::stop_worker() {
+  std::lock_guard lock(mu_);
+  stop_ = true;
+  // Dropped work counts as never submitted, so a synchronize still returns.
+  submitted_ -= queue_.size();
+  queue_.clear();
+  // Under mu_, which wait_event takes before its event can go away.
+  if (waiting_on_ != nullptr) waiting_on_->wake();
+  work_cv_.notify_all();
+}
+
+void Stream::join_worker() {
+  if (!worker_.joinable()) return;
+  // A host function destroying its own stream: the worker exits once that function returns.
+  if (worker_.get_id() == std::this_thread::get_id()) {
+    worker_.detach();
+  } else {
+    worker_.join();
+  }
+}
+
+void Stream::join_worker_until(Clock::time_point deadline) {
+  if (!worker_.joinable()) return;
+  std::unique_lock lock(mu_);
+  const bool exited = done_cv_.wait_until(lock, deadline, [&] { return exited_; });
+  lock.unlock();
+  if (exited) {
+    worker_.join();
+  } else {
+    worker_.detach();
+  }
+}
+
+void Stream::run_worker(std::shared_ptr<Stream> /*keep_alive*/) {
+  // Set however the thread ends, pthread_exit included, so nobody waits for a thread that is gone.
+  struct ExitMark {
+    Stream* stream;
+    ~ExitMark() {
+      {
+        std::lock_guard lock(stream->mu_);
+        stream->exited_ = true;
+      }
+      stream->done_cv_.notify_all();
+    }
+  } exit_mark{this};
+
+  for (;;) {
+    Work work;
+    {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::string error = run_catching(work);
+    work = nullptr;  // drop what it captured (events) before anyone sees it complete
+    {
+      std::lock_guard lock(mu_);
+      ++completed_;
+      if (!error.empty() && error_.empty()) error_ = std::move(error);
+    }
+    done_cv_.notify_all();
+  }
+}
+
+}  // namespace devx::cpu_sim

@@ -1,0 +1,85 @@
+#include <algorithm>
+#include <string>
+
+#include "api.h"
+#include "error.h"
+#include "runtime.h"
+
+namespace devx::cpu_sim {
+namespace {
+
+// CUDA's numbers, so code that picks "high priority" as greatest = least - 2 behaves the same.
+// Priorities are recorded only: each async stream has its own thread, scheduled by the OS.
+constexpr int kLeastPriority = 0;
+constexpr int kGreatestPriority = -2;
+
+}  // namespace
+
+DevxStatus stream_priority_range(int* least, int* greatest) {
+  if (least == nullptr || greatest == nullptr) {
+    return fail(DEVX_ERROR_INVALID, "cpu_sim stream_priority_range: NULL output");
+  }
+  *least = kLeastPriority;
+  *greatest = kGreatestPriority;
+  return DEVX_OK;
+}
+
+DevxStatus stream_create(int device, int priority, DevxStreamHandle* stream) {
+  if (stream == nullptr) return fail(DEVX_ERROR_INVALID, "cpu_sim stream_create: NULL output");
+  if (DevxStatus status = Runtime::get().check_device(device)) return status;
+  // Clamped, as cudaStreamCreateWithPriority does.
+  priority = std::clamp(priority, kGreatestPriority, kLeastPriority);
+  *stream = reinterpret_cast<DevxStreamHandle>(Runtime::get().new_stream(device, priority).get());
+  return DEVX_OK;
+}
+
+DevxStatus stream_destroy(DevxStreamHandle stream) {
+  if (stream == nullptr) {
+    return fail(DEVX_ERROR_INVALID, "cpu_sim stream_destroy: the default stream cannot be destroyed");
+  }
+  // Unregistered first, so that of two threads destroying one stream only one gets to.
+  const std::shared_ptr<Stream> target = Runtime::get().streams().remove(stream);
+  if (target == nullptr) return unknown_handle("stream", stream);
+  // Work already submitted still runs, as in CUDA; here destroy waits for it rather than
+  // finishing it in the background.
+  const DevxStatus status = target->synchronize();
+  target->stop_worker();
+  target->join_worker();
+  return status;
+}
+
+DevxStatus stream_synchronize(DevxStreamHandle stream) {
+  std::shared_ptr<Stream> target;
+  if (DevxStatus status = Runtime::get().find_stream(stream, &target)) return status;
+  return target->synchronize();
+}
+
+DevxStatus stream_query(DevxStreamHandle stream) {
+  std::shared_ptr<Stream> target;
+  if (DevxStatus status = Runtime::get().find_stream(stream, &target)) return status;
+  return target->idle() ? DEVX_OK : DEVX_ERROR_NOT_READY;
+}
+
+DevxStatus stream_wait_event(DevxStreamHandle stream, DevxEventHandle event) {
+  std::shared_ptr<Stream> target;
+  std::shared_ptr<Event> marker;
+  if (DevxStatus status = Runtime::get().find_stream(stream, &target)) return status;
+  if (DevxStatus status = Runtime::get().find_event(event, &marker)) return status;
+  // Bound now to the current recording. Never recorded, or already reached: nothing to wait
+  // for (an unrecorded event counts as complete, as in CUDA).
+  const Event::Snapshot now = marker->snapshot();
+  if (now.reached >= now.recorded) return DEVX_OK;
+  // A raw stream pointer is safe: the work runs on that stream, which its worker keeps alive.
+  return target->submit([stream = target.get(), marker, recording = now.recorded] {
+    stream->wait_event(*marker, recording);
+  });
+}
+
+DevxStatus launch_host_func(DevxStreamHandle stream, DevxHostFn fn, void* user_data) {
+  if (fn == nullptr) return fail(DEVX_ERROR_INVALID, "cpu_sim launch_host_func: NULL function");
+  std::shared_ptr<Stream> target;
+  if (DevxStatus status = Runtime::get().find_stream(stream, &target)) return status;
+  return target->submit([fn, user_data] { fn(user_data); });
+}
+
+}  // namespace devx::cpu_sim

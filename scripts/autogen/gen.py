@@ -1,0 +1,272 @@
+"""Generates the devx op wrappers from ops.yaml and PyTorch's own op model (torchgen).
+
+For every overload in the table it writes two functions into one of N shard files:
+  * a compute kernel: runs ATen's kernel of the vendor's compute device on aliases of the devx
+    arguments (scope.in / scope.out / scope.sync_back in csrc/aten/compute_scope.h);
+  * the wrapper registered for PrivateUse1: device guard -> diagnostics gate -> the vendor's
+    kernel table -> CPU fallback.
+Schemas, C++ types and alias annotations all come from torchgen; nothing here parses a schema.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from dataclasses import dataclass, field
+
+import torchgen
+import yaml
+from torchgen.api.types import DispatcherSignature
+from torchgen.context import native_function_manager
+from torchgen.gen import parse_native_yaml
+from torchgen.model import BaseTy, BaseType, ListType, NativeFunction, OptionalType, Type
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass
+class Entry:
+    f: NativeFunction
+    call: str | None = None
+    includes: set[str] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return str(self.f.func.name)
+
+    @property
+    def ident(self) -> str:
+        return self.f.func.name.unambiguous_name()
+
+
+def load_native_functions() -> list[NativeFunction]:
+    packaged = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native")
+    parsed = parse_native_yaml(
+        os.path.join(packaged, "native_functions.yaml"), os.path.join(packaged, "tags.yaml")
+    )
+    return parsed.native_functions
+
+
+def expand_table(table: list, fns: list[NativeFunction]) -> list[Entry]:
+    by_name = {str(f.func.name): f for f in fns}
+    by_ident = {f.func.name.unambiguous_name(): f for f in fns}
+    by_signature: dict[object, list[NativeFunction]] = {}
+    for f in fns:
+        by_signature.setdefault(f.func.signature(), []).append(f)
+
+    entries: dict[str, Entry] = {}
+    for raw in table:
+        spec = {"op": raw} if isinstance(raw, str) else dict(raw)
+        unknown = set(spec) - {"op", "only", "call"}
+        if unknown:
+            raise SystemExit(f"ops.yaml: entry {spec} has unknown keys {sorted(unknown)}")
+        name = spec["op"]
+        if name not in by_name:
+            raise SystemExit(f"ops.yaml: '{name}' is not an overload in native_functions.yaml")
+        root = by_name[name]
+        group = [root] if spec.get("only") or spec.get("call") else by_signature[root.func.signature()]
+        for f in group:
+            if f.has_composite_implicit_autograd_kernel and not has_backend_kernel(f):
+                if f is root:
+                    raise SystemExit(
+                        f"ops.yaml: '{name}' is CompositeImplicitAutograd; list the ops it decomposes into"
+                    )
+                continue
+            key = str(f.func.name)
+            if key in entries:
+                continue
+            e = Entry(f, spec.get("call"))
+            e.includes.add(f.root_name)
+            if e.call:
+                for ident in re.findall(r"at::_ops::(\w+)::", e.call):
+                    if ident not in by_ident:
+                        raise SystemExit(f"ops.yaml: '{name}' calls unknown at::_ops::{ident}")
+                    e.includes.add(by_ident[ident].root_name)
+            entries[key] = e
+    return list(entries.values())
+
+
+def has_backend_kernel(f: NativeFunction) -> bool:
+    """Ops that are composite for other backends but have real CPU kernels may be registered."""
+    return f.structured_delegate is not None or any(str(k) == "CPU" for k in f.dispatch)
+
+
+def is_tensor(t: Type) -> bool:
+    return isinstance(t, BaseType) and t.name == BaseTy.Tensor
+
+
+def classify(t: Type) -> str:
+    """How an argument of type `t` crosses into the compute device."""
+    if is_tensor(t):
+        return "tensor"
+    if isinstance(t, OptionalType) and is_tensor(t.elem):
+        return "opt_tensor"
+    if isinstance(t, ListType) and is_tensor(t.elem):
+        return "tensor_list"
+    if isinstance(t, ListType) and isinstance(t.elem, OptionalType) and is_tensor(t.elem.elem):
+        return "opt_tensor_list"
+    base = t.elem if isinstance(t, OptionalType) else t
+    if isinstance(base, BaseType) and base.name == BaseTy.Generator:
+        return "generator"
+    if isinstance(base, BaseType) and base.name == BaseTy.Device:
+        return "device"
+    return "plain"
+
+
+def gen_entry(e: Entry, op_index: int) -> tuple[str, str]:
+    f = e.f
+    sig = DispatcherSignature.from_schema(f.func)
+    bindings = sig.arguments()
+    ret_type = sig.returns_type().cpp_type()
+    params = ", ".join(f"{b.type} {b.name}" for b in bindings)
+    names = [b.name for b in bindings]
+    fn_type = f"{ret_type}({', '.join(b.type for b in bindings)})"
+
+    kinds = {b.name: classify(b.argument.type) for b in bindings}
+    writes = {b.name for b in bindings if b.argument.annotation and b.argument.annotation.is_write}
+
+    body = ["  devx::ComputeScope scope;", "  const c10::DispatchKeySet ks = scope.keyset();"]
+    call_args = []
+    for b in bindings:
+        kind = kinds[b.name]
+        if kind in ("tensor", "opt_tensor", "tensor_list", "opt_tensor_list"):
+            body.append(f"  auto a_{b.name} = scope.in({b.name});")
+            call_args.append(f"a_{b.name}")
+        elif kind == "generator":
+            body.append(f"  auto a_{b.name} = scope.generator({b.name});")
+            call_args.append(f"a_{b.name}")
+        elif kind == "device":
+            body.append(f"  auto a_{b.name} = scope.device({b.name});")
+            call_args.append(f"a_{b.name}")
+        else:
+            call_args.append(b.name)
+    call = e.call or f"at::_ops::{e.ident}::redispatch(ks, {', '.join(call_args)})"
+
+    returns = f.func.returns
+    if ret_type == "void":
+        body.append(f"  {call};")
+    else:
+        body.append(f"  auto&& r = {call};")
+    for name in names:
+        if name in writes:
+            body.append(f"  scope.sync_back({name}, a_{name});")
+
+    def arg_for_alias(ret) -> str | None:
+        if ret.annotation is None or not ret.annotation.is_write:
+            return None
+        for b in bindings:
+            a = b.argument.annotation
+            if a is not None and a.is_write and a.alias_set == ret.annotation.alias_set:
+                return b.name
+        raise SystemExit(f"gen: {e.name}: return aliases no argument")
+
+    if ret_type != "void":
+        if len(returns) == 1:
+            alias = arg_for_alias(returns[0])
+            if alias:
+                body.append(f"  return {alias};")
+            elif returns[0].type.is_tensor_like():
+                body.append("  return scope.out(std::move(r));")
+            else:
+                body.append("  return r;")
+        else:
+            parts = []
+            for i, ret in enumerate(returns):
+                alias = arg_for_alias(ret)
+                if alias:
+                    parts.append(alias)
+                elif ret.type.is_tensor_like():
+                    parts.append(f"scope.out(std::get<{i}>(std::move(r)))")
+                else:
+                    parts.append(f"std::get<{i}>(r)")
+            body.append(f"  return {ret_type}({', '.join(parts)});")
+
+    guard_args = [b.name for b in bindings if kinds[b.name] not in ("plain", "generator")]
+    guard = f"devx::guard_device({', '.join(guard_args)})" if guard_args else "std::optional<c10::Device>()"
+    arglist = ", ".join(names)
+    maybe_return = "" if ret_type == "void" else "return "
+    compute = (
+        f"// {f.func}\n"
+        f"{ret_type} compute_{e.ident}({params}) {{\n" + "\n".join(body) + "\n}\n"
+    )
+    wrapper = (
+        f"{ret_type} wrap_{e.ident}(c10::DispatchKeySet dks{', ' if params else ''}{params}) {{\n"
+        f"  devx::DevxGuard guard({guard});\n"
+        f"  if (C10_UNLIKELY(devx::diag::gate_open()) && devx::diag::intercepts({op_index})) {{\n"
+        f"    {maybe_return}devx::call_boxed<{fn_type}>(devx::diag::slow_path(), {op_index}, dks{', ' if names else ''}{arglist});\n"
+        f"    {'return;' if ret_type == 'void' else ''}\n"
+        f"  }}\n"
+        f"  if (auto fn = reinterpret_cast<{ret_type} (*)({', '.join(b.type for b in bindings)})>(devx::g_kernels[{op_index}])) {{\n"
+        f"    {maybe_return}fn({arglist});\n"
+        f"    {'return;' if ret_type == 'void' else ''}\n"
+        f"  }}\n"
+        f"  {maybe_return}devx::call_boxed<{fn_type}>(devx::fallback_kernel(), {op_index}, dks{', ' if names else ''}{arglist});\n"
+        f"}}\n"
+    )
+    return compute + "\n" + wrapper, f'  m.impl("{e.name}", TORCH_FN(wrap_{e.ident}));'
+
+
+def write_if_changed(path: str, text: str) -> None:
+    if os.path.exists(path):
+        with open(path) as fh:
+            if fh.read() == text:
+                return
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--shards", type=int, default=6)
+    parser.add_argument("--table", default=os.path.join(HERE, "ops.yaml"))
+    args = parser.parse_args()
+
+    with open(args.table) as fh:
+        table = yaml.safe_load(fh)
+    entries = expand_table(table, load_native_functions())
+    os.makedirs(args.out, exist_ok=True)
+
+    names = ",\n".join(f'  {{"aten::{e.f.func.name.name}", "{e.f.func.name.overload_name}"}}' for e in entries)
+    write_if_changed(
+        os.path.join(args.out, "op_table.h"),
+        "// Generated by scripts/autogen/gen.py. Do not edit.\n#pragma once\n\n"
+        f"namespace devx::gen {{\nconstexpr int kNumOps = {len(entries)};\n}}\n",
+    )
+    write_if_changed(
+        os.path.join(args.out, "op_table.cpp"),
+        "// Generated by scripts/autogen/gen.py. Do not edit.\n"
+        '#include "aten/op_registry.h"\n\nnamespace devx {\n\n'
+        f"const OpName kOpNames[gen::kNumOps] = {{\n{names}\n}};\n\n}}  // namespace devx\n",
+    )
+
+    for shard in range(args.shards):
+        chunk = [(i, e) for i, e in enumerate(entries) if i % args.shards == shard]
+        includes = sorted({inc for _, e in chunk for inc in e.includes})
+        bodies, impls, tables = [], [], []
+        for i, e in chunk:
+            # torchgen's type choices (const refs for mutable tensors, ITensorListRef) depend on
+            # per-function settings that its own generators set up exactly like this.
+            with native_function_manager(e.f):
+                code, impl = gen_entry(e, i)
+            bodies.append(code)
+            impls.append(impl)
+            tables.append(f"  devx::g_compute_kernels[{i}] = reinterpret_cast<void*>(&compute_{e.ident});")
+        text = (
+            "// Generated by scripts/autogen/gen.py from scripts/autogen/ops.yaml. Do not edit.\n"
+            '#include "aten/op_wrapper.h"\n'
+            + "".join(f"#include <ATen/ops/{inc}_ops.h>\n" for inc in includes)
+            + "\nnamespace {\n\n"
+            + "\n".join(bodies)
+            + "\nstruct FillComputeKernels {\n  FillComputeKernels() {\n"
+            + "\n".join(tables)
+            + "\n  }\n} fill_compute_kernels;\n\n}  // namespace\n\n"
+            + "TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {\n"
+            + "\n".join(impls)
+            + "\n}\n"
+        )
+        write_if_changed(os.path.join(args.out, f"ops_{shard}.cpp"), text)
+
+
+if __name__ == "__main__":
+    main()

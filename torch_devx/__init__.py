@@ -1,0 +1,34 @@
+"""torch_devx: the `devx` PyTorch device (PrivateUse1), with a CPU simulator and porting diagnostics.
+
+`import torch_devx` loads the runtime and the vendor chosen by DEVX_VENDOR, names the
+PrivateUse1 backend `devx`, registers `torch.devx`, and (unless DEVX_MOCK_CUDA=0) lets
+unchanged CUDA scripts run on devx.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from . import _C
+
+_C._init(os.path.dirname(os.path.abspath(__file__)))
+
+torch.utils.rename_privateuse1_backend("devx")
+
+from . import _environ, device_module  # noqa: E402  (needs the renamed backend)
+
+torch._register_device_module("devx", device_module)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+)
+_environ.watch()
+
+from . import cuda_mock, diagnostics  # noqa: E402
+
+if _environ.flag("DEVX_MOCK_CUDA", default=True):
+    cuda_mock.enable()
+
+vendor: str = _C._vendor_name()
+
+__all__ = ["cuda_mock", "device_module", "diagnostics", "vendor"]

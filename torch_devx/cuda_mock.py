@@ -1,0 +1,113 @@
+"""CUDA mocking: unchanged CUDA scripts run on devx.
+
+`.cuda()`, `is_cuda`, `torch.cuda.*` device queries, and "cuda"/"cuda:N"/torch.device("cuda")
+given to factories, `.to()`, `new_*` and `nn.Module.to()` all mean devx. Only entry points that
+take a device are wrapped (once each), so ops themselves pay nothing. `disable()` restores every
+original; DEVX_MOCK_CUDA=0 keeps mocking off from the start.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import torch
+
+from . import device_module
+
+# torch.* functions that take a `device=` keyword.
+_FACTORIES = (
+    "arange", "as_tensor", "empty", "empty_like", "empty_strided", "eye", "full", "full_like",
+    "linspace", "logspace", "ones", "ones_like", "rand", "rand_like", "randint", "randint_like",
+    "randn", "randn_like", "randperm", "range", "scalar_tensor", "tensor", "tril_indices",
+    "triu_indices", "zeros", "zeros_like", "set_default_device",
+)
+_TENSOR_NEW = ("new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros")
+_CUDA_FUNCS = (
+    "current_device", "device", "device_count", "device_of", "empty_cache", "get_device_capability",
+    "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all", "initial_seed",
+    "is_available", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",
+    "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
+    "memory_reserved", "memory_stats", "reset_peak_memory_stats", "seed", "seed_all",
+    "set_device", "set_rng_state", "set_rng_state_all", "synchronize",
+)
+
+_saved: list[tuple[Any, str, Any]] = []
+
+
+def map_device(device: Any) -> Any:
+    """cuda -> devx for strings and torch.device; everything else unchanged."""
+    if isinstance(device, str):
+        if device == "cuda" or device.startswith("cuda:"):
+            return "devx" + device[4:]
+        return device
+    if isinstance(device, torch.device) and device.type == "cuda":
+        return torch.device("devx", device.index)
+    return device
+
+
+def _map_args(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    if "device" in kwargs:
+        kwargs["device"] = map_device(kwargs["device"])
+    if args and isinstance(args[0], (str, torch.device)):
+        args = (map_device(args[0]),) + args[1:]
+    return args, kwargs
+
+
+def _device_kwarg(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if "device" in kwargs:
+            kwargs["device"] = map_device(kwargs["device"])
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _to(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _map_args(args, kwargs)
+        return fn(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> torch.Tensor:
+    if isinstance(device, (str, torch.device)):
+        device = map_device(device)
+    return self.devx(device, non_blocking=non_blocking, **kwargs)
+
+
+def _is_cuda(original: property) -> property:
+    return property(lambda self: self.device.type == "devx" or original.__get__(self))
+
+
+def _patch(owner: Any, name: str, value: Any) -> None:
+    _saved.append((owner, name, owner.__dict__.get(name, getattr(owner, name, None))))
+    setattr(owner, name, value)
+
+
+def enable() -> None:
+    if _saved:
+        return
+    for name in _FACTORIES:
+        if hasattr(torch, name):
+            _patch(torch, name, _device_kwarg(getattr(torch, name)))
+    for name in _TENSOR_NEW:
+        _patch(torch.Tensor, name, _device_kwarg(getattr(torch.Tensor, name)))
+    _patch(torch.Tensor, "to", _to(torch.Tensor.to))
+    _patch(torch.Tensor, "cuda", _tensor_cuda)
+    _patch(torch.Tensor, "is_cuda", _is_cuda(torch.Tensor.is_cuda))
+    _patch(torch.nn.Module, "to", _to(torch.nn.Module.to))
+    for name in _CUDA_FUNCS:
+        _patch(torch.cuda, name, getattr(device_module, name))
+
+
+def disable() -> None:
+    while _saved:
+        owner, name, original = _saved.pop()
+        setattr(owner, name, original)
+
+
+def enabled() -> bool:
+    return bool(_saved)

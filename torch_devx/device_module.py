@@ -1,0 +1,201 @@
+"""torch.devx: the device module, shaped like torch.cuda."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import _C
+
+_DeviceLike = Any  # int, str, torch.device or None
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    name: str
+    total_memory: int
+    major: int
+    minor: int
+    multi_processor_count: int
+    is_integrated: bool
+
+    def __repr__(self) -> str:
+        return (
+            f"_DevxDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
+
+
+def _index(device: _DeviceLike, optional: bool = True) -> int:
+    """The devx device index named by `device` (None: the current device)."""
+    if device is None:
+        if not optional:
+            raise ValueError("a device is required")
+        return current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type not in ("devx", "cuda"):
+            raise ValueError(f"expected a devx device, got {device}")
+        return current_device() if device.index is None else device.index
+    if isinstance(device, int):
+        return device
+    raise TypeError(f"expected a device index, string or torch.device, got {type(device).__name__}")
+
+
+def is_available() -> bool:
+    return device_count() > 0
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def _lazy_init() -> None:
+    """Initialisation happens at import; kept for code written against torch.cuda."""
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device: _DeviceLike) -> None:
+    _C._set_device(_index(device))
+
+
+class device:
+    """Context manager that makes `idx` the current devx device."""
+
+    def __init__(self, idx: _DeviceLike) -> None:
+        self.idx = -1 if idx is None else _index(idx)
+        self.prev = -1
+
+    def __enter__(self) -> None:
+        if self.idx >= 0:
+            self.prev = current_device()
+            if self.prev != self.idx:
+                set_device(self.idx)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.idx >= 0 and self.prev != self.idx:
+            set_device(self.prev)
+
+
+class device_of(device):
+    """Context manager that makes the device of tensor `obj` current (no-op for CPU tensors)."""
+
+    def __init__(self, obj: torch.Tensor) -> None:
+        super().__init__(obj.get_device() if obj.device.type == "devx" else -1)
+
+
+def synchronize(device: _DeviceLike = None) -> None:
+    _C._synchronize(_index(device))
+
+
+def get_device_properties(device: _DeviceLike = None) -> DeviceProperties:
+    return DeviceProperties(**_C._device_properties(_index(device)))
+
+
+def get_device_name(device: _DeviceLike = None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: _DeviceLike = None) -> tuple[int, int]:
+    p = get_device_properties(device)
+    return p.major, p.minor
+
+
+def mem_get_info(device: _DeviceLike = None) -> tuple[int, int]:
+    return tuple(_C._mem_get_info(_index(device)))  # type: ignore[return-value]
+
+
+def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
+    return torch.accelerator.memory_stats(_index(device))
+
+
+def memory_allocated(device: _DeviceLike = None) -> int:
+    return torch.accelerator.memory_allocated(_index(device))
+
+
+def max_memory_allocated(device: _DeviceLike = None) -> int:
+    return torch.accelerator.max_memory_allocated(_index(device))
+
+
+def memory_reserved(device: _DeviceLike = None) -> int:
+    return torch.accelerator.memory_reserved(_index(device))
+
+
+def max_memory_reserved(device: _DeviceLike = None) -> int:
+    return torch.accelerator.max_memory_reserved(_index(device))
+
+
+def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
+    torch.accelerator.reset_peak_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    torch.accelerator.empty_cache()
+
+
+# Random numbers: one default generator per device (torch.manual_seed seeds them all through
+# manual_seed_all, so a seeded devx run draws exactly the numbers a seeded CPU run draws).
+def _generator(device: _DeviceLike = None) -> torch.Generator:
+    return torch._C._get_default_generator(torch.device("devx", _index(device)))  # type: ignore[attr-defined]
+
+
+def manual_seed(seed: int) -> None:
+    _generator().manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for i in range(device_count()):
+        _generator(i).manual_seed(int(seed))
+
+
+def seed() -> None:
+    _generator().seed()
+
+
+def seed_all() -> None:
+    s = _generator(0).seed()
+    for i in range(1, device_count()):
+        _generator(i).manual_seed(s)
+
+
+def initial_seed() -> int:
+    return _generator().initial_seed()
+
+
+def get_rng_state(device: _DeviceLike = "devx") -> torch.Tensor:
+    return _generator(device).get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: _DeviceLike = "devx") -> None:
+    _generator(device).set_state(new_state)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported() -> bool:
+    return True
