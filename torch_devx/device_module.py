@@ -150,7 +150,7 @@ def empty_cache() -> None:
 # Random numbers: one default generator per device (torch.manual_seed seeds them all through
 # manual_seed_all, so a seeded devx run draws exactly the numbers a seeded CPU run draws).
 def _generator(device: _DeviceLike = None) -> torch.Generator:
-    return torch._C._get_default_generator(torch.device("devx", _index(device)))  # type: ignore[attr-defined]
+    return _C._get_default_generator(_index(device))
 
 
 def manual_seed(seed: int) -> None:

@@ -18,6 +18,13 @@ namespace devx {
 namespace {
 
 int g_compute_type = -1;
+c10::DeleterFnPtr g_original_cpu_raw_deleter = nullptr;
+
+// Allocator::raw_allocate/raw_deallocate (used by some CPU kernels for workspaces) free through
+// raw_deleter() whatever allocate() returned, so it must recognise both kinds of memory.
+void routing_raw_free(void* ptr) {
+  if (!free_if_devx_allocation(ptr)) g_original_cpu_raw_deleter(ptr);
+}
 // Device whose memory the compute device's allocator hands out on this thread, -1 for none.
 thread_local int t_route_device = -1;
 
@@ -35,7 +42,9 @@ class RoutingCpuAllocator final : public c10::Allocator {
     }
     return original_->allocate(n);
   }
-  c10::DeleterFnPtr raw_deleter() const override { return original_->raw_deleter(); }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return g_original_cpu_raw_deleter ? &routing_raw_free : nullptr;
+  }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     std::memcpy(dest, src, count);
   }
@@ -241,6 +250,7 @@ at::Tensor alias_to_compute(const at::Tensor& t) {
 void install_compute_routing(int compute_device_type) {
   g_compute_type = compute_device_type;
   if (compute_device_type == static_cast<int>(c10::kCPU)) {
+    g_original_cpu_raw_deleter = c10::GetCPUAllocator()->raw_deleter();
     static RoutingCpuAllocator routing(c10::GetCPUAllocator());
     static RoutingCpuAllocator alias_allocator(c10::GetCPUAllocator());
     g_alias_allocator = &alias_allocator;

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/Generator.h>
 
 #include "aten/compute_scope.h"
 #include "aten/cpu_fallback.h"
@@ -12,6 +13,7 @@
 #include "runtime/device.h"
 #include "runtime/env.h"
 #include "runtime/exception.h"
+#include "runtime/generator.h"
 #include "runtime/log.h"
 #include "runtime/vendor.h"
 
@@ -97,4 +99,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_refresh_diagnostics", &devx::diag::refresh);
   m.def("_reload_log_levels", &devx::log::reload);
   m.def("_coverage", &coverage);
+  m.def("_get_default_generator", [](int i) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(devx::default_generator(static_cast<c10::DeviceIndex>(i))));
+  });
 }

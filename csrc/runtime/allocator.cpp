@@ -1,7 +1,7 @@
 #include "runtime/allocator.h"
 
-#include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/device.h"
@@ -19,29 +19,24 @@ constexpr size_t kRoundSize = 512;
 constexpr size_t kSmallSize = 1 << 20;
 
 struct Allocation {
-  void* ptr;
   size_t size;       // rounded
   size_t requested;  // as asked
   c10::DeviceIndex device;
 };
 
-struct DeviceState {
-  std::mutex mutex;
-  DeviceStats stats;
-};
-
-std::vector<std::unique_ptr<DeviceState>>& states() {
-  static std::vector<std::unique_ptr<DeviceState>> s = [] {
-    std::vector<std::unique_ptr<DeviceState>> v;
-    for (int i = 0; i < device_count(); ++i) v.push_back(std::make_unique<DeviceState>());
-    return v;
-  }();
+// All live allocations, keyed by pointer: a DataPtr's context is its own data pointer (which
+// Allocator::raw_allocate requires of every allocator, the routing CPU allocator included), so
+// frees find their record here. One mutex guards this map and every device's statistics.
+std::mutex g_mutex;
+std::unordered_map<void*, Allocation> g_live;
+std::vector<DeviceStats>& all_stats() {
+  static std::vector<DeviceStats> s(device_count());
   return s;
 }
 
-DeviceState& state_of(c10::DeviceIndex device) {
+DeviceStats& stats_of(c10::DeviceIndex device) {
   check_device_index(device);
-  return *states()[device];
+  return all_stats()[device];
 }
 
 size_t round_size(size_t n) {
@@ -80,15 +75,17 @@ void record_free(DeviceStats& st, const Allocation& a) {
   st.num_device_free++;
 }
 
-void free_allocation(void* ctx) {
-  auto* a = static_cast<Allocation*>(ctx);
-  DevxStatus status = g_vendor->free(a->device, a->ptr);
+void free_allocation(void* ptr) {
+  Allocation a;
   {
-    DeviceState& s = *states()[a->device];
-    std::lock_guard<std::mutex> lock(s.mutex);
-    record_free(s.stats, *a);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_live.find(ptr);
+    TORCH_INTERNAL_ASSERT(it != g_live.end(), "devx: freeing ", ptr, ", which the devx allocator does not own");
+    a = it->second;
+    g_live.erase(it);
+    record_free(all_stats()[a.device], a);
   }
-  delete a;
+  DevxStatus status = g_vendor->free(a.device, ptr);
   // A deleter cannot throw; a failed free means the vendor's bookkeeping is corrupt.
   TORCH_INTERNAL_ASSERT(status == DEVX_OK, "devx: vendor free failed: ", g_vendor->last_error());
 }
@@ -119,17 +116,17 @@ std::string format_bytes(size_t n) {
 }  // namespace
 
 c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, c10::Device reported) {
-  DeviceState& s = state_of(device);
+  DeviceStats& st = stats_of(device);
   size_t size = round_size(nbytes);
   void* ptr = nullptr;
   DevxStatus status = g_vendor->malloc(device, size, &ptr);
   if (C10_UNLIKELY(status != DEVX_OK)) {
     size_t allocated = 0, reserved = 0;
     {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      if (status == DEVX_ERROR_OOM) s.stats.num_ooms++;
-      allocated = s.stats.allocated_bytes[0].current;
-      reserved = s.stats.reserved_bytes[0].current;
+      std::lock_guard<std::mutex> lock(g_mutex);
+      if (status == DEVX_ERROR_OOM) st.num_ooms++;
+      allocated = st.allocated_bytes[0].current;
+      reserved = st.reserved_bytes[0].current;
     }
     if (status == DEVX_ERROR_OOM) {
       size_t free_b = 0, total_b = 0;
@@ -141,12 +138,13 @@ c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, 
     }
     DEVX_VENDOR_CHECK(status);
   }
-  auto* a = new Allocation{ptr, size, nbytes, device};
+  Allocation a{size, nbytes, device};
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    record_alloc(s.stats, *a);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_live.emplace(ptr, a);
+    record_alloc(st, a);
   }
-  return {ptr, a, &free_allocation, reported};
+  return {ptr, ptr, &free_allocation, reported};
 }
 
 c10::DataPtr DevxAllocator::allocate(size_t nbytes) {
@@ -155,9 +153,7 @@ c10::DataPtr DevxAllocator::allocate(size_t nbytes) {
 }
 
 c10::DeleterFnPtr DevxAllocator::raw_deleter() const {
-  // Frees need the allocation record (size and device for the statistics), so there is no raw
-  // pointer-only deleter.
-  return nullptr;
+  return &free_allocation;
 }
 
 void DevxAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
@@ -178,26 +174,26 @@ void DevxAllocator::recordStream(const c10::DataPtr&, c10::Stream) {
 }
 
 DeviceStats DevxAllocator::getDeviceStats(c10::DeviceIndex device) {
-  DeviceState& s = state_of(device);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  return s.stats;
+  DeviceStats& st = stats_of(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return st;
 }
 
 void DevxAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
-  DeviceState& s = state_of(device);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  for_each_stat(s.stats, [](c10::CachingAllocator::Stat& st) { st.reset_accumulated(); });
-  s.stats.num_alloc_retries = 0;
-  s.stats.num_ooms = 0;
-  s.stats.num_sync_all_streams = 0;
-  s.stats.num_device_alloc = 0;
-  s.stats.num_device_free = 0;
+  DeviceStats& st = stats_of(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for_each_stat(st, [](c10::CachingAllocator::Stat& s) { s.reset_accumulated(); });
+  st.num_alloc_retries = 0;
+  st.num_ooms = 0;
+  st.num_sync_all_streams = 0;
+  st.num_device_alloc = 0;
+  st.num_device_free = 0;
 }
 
 void DevxAllocator::resetPeakStats(c10::DeviceIndex device) {
-  DeviceState& s = state_of(device);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  for_each_stat(s.stats, [](c10::CachingAllocator::Stat& st) { st.reset_peak(); });
+  DeviceStats& st = stats_of(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for_each_stat(st, [](c10::CachingAllocator::Stat& s) { s.reset_peak(); });
 }
 
 std::pair<size_t, size_t> DevxAllocator::getMemoryInfo(c10::DeviceIndex device) {
@@ -227,7 +223,19 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
 }
 
 c10::DeviceIndex allocation_device(const c10::DataPtr& ptr) {
-  return static_cast<const Allocation*>(ptr.get_context())->device;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live.find(ptr.get());
+  TORCH_INTERNAL_ASSERT(it != g_live.end(), "devx: ", ptr.get(), " is not a live devx allocation");
+  return it->second.device;
+}
+
+bool free_if_devx_allocation(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_live.find(ptr) == g_live.end()) return false;
+  }
+  free_allocation(ptr);
+  return true;
 }
 
 namespace {

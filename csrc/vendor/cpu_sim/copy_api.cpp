@@ -38,7 +38,8 @@ DevxStatus check_copy(void* dst, const void* src, size_t size, DevxMemcpyKind ki
     return fail(DEVX_ERROR_INVALID, "cpu_sim memcpy: unknown kind " + std::to_string(kind));
   }
   if (dst == nullptr || src == nullptr) {
-    return fail(DEVX_ERROR_INVALID, std::string("cpu_sim ") + call + ": NULL source or destination");
+    return fail(DEVX_ERROR_INVALID,
+                std::string("cpu_sim ") + call + ": NULL source or destination");
   }
   if (kind == DEVX_MEMCPY_D2H || kind == DEVX_MEMCPY_D2D) {
     if (DevxStatus status = check_device_range(call, "source", src, size)) return status;

@@ -76,7 +76,8 @@ DevxStatus device_properties(int device, DevxDeviceProperties* props) {
   props->major = 1;
   props->minor = 0;
   // Kernels are ATen's CPU kernels, which use every hardware thread.
-  props->multi_processor_count = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  props->multi_processor_count =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Its memory is host memory, as on an integrated GPU.
   props->is_integrated = 1;
   return DEVX_OK;

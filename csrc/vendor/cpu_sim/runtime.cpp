@@ -69,7 +69,7 @@ std::shared_ptr<Stream> Runtime::default_stream(int device) {
   Device& d = *devices_[device];
   std::lock_guard lock(d.default_stream_mu);
   if (d.default_stream == nullptr) {
-    d.default_stream = std::make_shared<Stream>(device, 0);
+    d.default_stream = std::make_shared<Stream>(device);
     if (settings_.async) d.default_stream->start_worker();
   }
   return d.default_stream;
@@ -93,8 +93,8 @@ DevxStatus Runtime::find_event(DevxEventHandle handle, std::shared_ptr<Event>* o
   return unknown_handle("event", handle);
 }
 
-std::shared_ptr<Stream> Runtime::new_stream(int device, int priority) {
-  auto stream = std::make_shared<Stream>(device, priority);
+std::shared_ptr<Stream> Runtime::new_stream(int device) {
+  auto stream = std::make_shared<Stream>(device);
   if (settings_.async) stream->start_worker();
   streams_.add(stream);
   return stream;

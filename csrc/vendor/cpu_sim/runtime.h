@@ -79,7 +79,7 @@ class Runtime {
   // NULL is the current device's default stream.
   DevxStatus find_stream(DevxStreamHandle handle, std::shared_ptr<Stream>* out);
   DevxStatus find_event(DevxEventHandle handle, std::shared_ptr<Event>* out);
-  std::shared_ptr<Stream> new_stream(int device, int priority);
+  std::shared_ptr<Stream> new_stream(int device);
   // The live streams of `device`, its default stream included once created.
   std::vector<std::shared_ptr<Stream>> device_streams(int device);
 

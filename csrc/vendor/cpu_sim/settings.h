@@ -8,9 +8,9 @@
 namespace devx::cpu_sim {
 
 struct Settings {
-  int devices = 2;                      // DEVX_SIM_DEVICES: 2 so multi-device code is exercised
-  size_t memory = size_t{16} << 30;     // DEVX_SIM_MEMORY: capacity of each device
-  bool async = false;                   // DEVX_SIM_ASYNC: one worker thread per stream
+  int devices = 2;                   // DEVX_SIM_DEVICES: 2, so multi-device code is exercised
+  size_t memory = size_t{16} << 30;  // DEVX_SIM_MEMORY: the capacity of each device
+  bool async = false;                // DEVX_SIM_ASYNC: a worker thread per stream
 };
 
 constexpr int kMaxDevices = 64;

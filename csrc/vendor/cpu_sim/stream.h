@@ -22,12 +22,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
  public:
   using Work = std::function<void()>;
 
-  Stream(int device, int priority) : device_(device), priority_(priority) {}
+  explicit Stream(int device) : device_(device) {}
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
   int device() const { return device_; }
-  int priority() const { return priority_; }
 
   // Async mode: from here on, submitted work runs on this stream's own thread. Called before
   // the stream is shared with other threads.
@@ -55,7 +54,6 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void run_worker(std::shared_ptr<Stream> keep_alive);
 
   const int device_;
-  const int priority_;
   bool async_ = false;
   std::thread worker_;
 

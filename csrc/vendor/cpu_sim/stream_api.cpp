@@ -1,4 +1,3 @@
-#include <algorithm>
 #include <string>
 
 #include "api.h"
@@ -8,8 +7,9 @@
 namespace devx::cpu_sim {
 namespace {
 
-// CUDA's numbers, so code that picks "high priority" as greatest = least - 2 behaves the same.
-// Priorities are recorded only: each async stream has its own thread, scheduled by the OS.
+// CUDA's numbers, so code that derives "high priority" from the range behaves the same. The
+// priority itself changes nothing: each async stream has its own thread, scheduled by the OS,
+// and no entry of the table reads a stream's priority back.
 constexpr int kLeastPriority = 0;
 constexpr int kGreatestPriority = -2;
 
@@ -24,18 +24,18 @@ DevxStatus stream_priority_range(int* least, int* greatest) {
   return DEVX_OK;
 }
 
-DevxStatus stream_create(int device, int priority, DevxStreamHandle* stream) {
+// Any priority is accepted, as cudaStreamCreateWithPriority clamps rather than rejects.
+DevxStatus stream_create(int device, int /*priority*/, DevxStreamHandle* stream) {
   if (stream == nullptr) return fail(DEVX_ERROR_INVALID, "cpu_sim stream_create: NULL output");
   if (DevxStatus status = Runtime::get().check_device(device)) return status;
-  // Clamped, as cudaStreamCreateWithPriority does.
-  priority = std::clamp(priority, kGreatestPriority, kLeastPriority);
-  *stream = reinterpret_cast<DevxStreamHandle>(Runtime::get().new_stream(device, priority).get());
+  *stream = reinterpret_cast<DevxStreamHandle>(Runtime::get().new_stream(device).get());
   return DEVX_OK;
 }
 
 DevxStatus stream_destroy(DevxStreamHandle stream) {
   if (stream == nullptr) {
-    return fail(DEVX_ERROR_INVALID, "cpu_sim stream_destroy: the default stream cannot be destroyed");
+    return fail(DEVX_ERROR_INVALID,
+                "cpu_sim stream_destroy: the default stream cannot be destroyed");
   }
   // Unregistered first, so that of two threads destroying one stream only one gets to.
   const std::shared_ptr<Stream> target = Runtime::get().streams().remove(stream);
