@@ -4,6 +4,7 @@ Install with `pip install --no-build-isolation -e .`: the build must see the sam
 extension will run with, so it cannot happen in an isolated environment.
 """
 import os
+import shutil
 import subprocess
 import sys
 
@@ -24,18 +25,24 @@ class CMakeBuild(build_ext):
         src_dir = os.path.dirname(os.path.abspath(__file__))
         build_dir = os.environ.get("DEVX_BUILD_DIR", os.path.join(src_dir, "build"))
         os.makedirs(build_dir, exist_ok=True)
+        # Prefer the cmake and ninja installed next to this interpreter (the Makefile's venv).
+        bin_dir = os.path.dirname(sys.executable)
+        cmake = shutil.which("cmake", path=bin_dir) or "cmake"
+        ninja = shutil.which("ninja", path=bin_dir) or shutil.which("ninja")
         configure = [
-            "cmake", "-S", src_dir, "-B", build_dir,
+            cmake, "-S", src_dir, "-B", build_dir,
             f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DDEVX_PACKAGE_DIR={out_dir}",
             f"-DCMAKE_BUILD_TYPE={os.environ.get('DEVX_BUILD_TYPE', 'Release')}",
         ]
+        if ninja and not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
+            configure += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"]
         if os.environ.get("DEVX_NO_CUDA", "0") not in ("", "0"):
             configure.append("-DDEVX_NO_CUDA=ON")
         subprocess.check_call(configure)
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
-        subprocess.check_call(["cmake", "--build", build_dir, "-j", jobs])
+        subprocess.check_call([cmake, "--build", build_dir, "-j", jobs])
 
 
 setup(

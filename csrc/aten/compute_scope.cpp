@@ -63,9 +63,10 @@ void release_alias(void* ctx) {
   c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(ctx));
 }
 
+c10::DispatchKeySet g_compute_keyset;
+
 c10::DispatchKeySet compute_keyset() {
-  return c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, std::nullopt,
-                                                     static_cast<c10::DeviceType>(g_compute_type)));
+  return g_compute_keyset;
 }
 
 c10::Device compute_device_for(c10::DeviceIndex device) {
@@ -88,8 +89,9 @@ at::Tensor make_alias(const at::Tensor& t, c10::Device compute_device, c10::Disp
 }
 
 // The devx storage behind compute-device storage `s`, or an empty Storage if `s` is foreign
-// (memory the devx allocator never handed out).
-c10::Storage devx_storage_for(c10::StorageImpl* s) {
+// (memory the devx allocator never handed out). Fresh devx memory the routing allocator handed
+// to a kernel was allocated on `device`, the device of the scope that ran it.
+c10::Storage devx_storage_for(c10::StorageImpl* s, c10::DeviceIndex device) {
   const c10::DataPtr& dp = s->data_ptr();
   if (dp.get_deleter() == &release_alias) {
     return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
@@ -97,7 +99,7 @@ c10::Storage devx_storage_for(c10::StorageImpl* s) {
   }
   if (is_devx_allocation(dp)) {
     if (dp.device().type() != kDevx) {
-      s->_mutable_data_ptr_no_checks().unsafe_set_device(devx_device(allocation_device(dp)));
+      s->_mutable_data_ptr_no_checks().unsafe_set_device(devx_device(device));
     }
     return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s));
   }
@@ -208,7 +210,7 @@ void ComputeScope::sync_back(const at::Tensor& devx_tensor, const at::Tensor& al
     // the devx storage itself, so every devx view of it sees them, as resize_ does on the CPU.
     c10::DataPtr moved = as->set_data_ptr(c10::DataPtr(nullptr, compute_device_));
     if (is_devx_allocation(moved)) {
-      moved.unsafe_set_device(devx_device(allocation_device(moved)));
+      moved.unsafe_set_device(devx_device(device_));
       size_t n = as->nbytes();
       ds->set_data_ptr_noswap(std::move(moved));
       ds->set_nbytes(n);
@@ -216,7 +218,7 @@ void ComputeScope::sync_back(const at::Tensor& devx_tensor, const at::Tensor& al
       d->set_storage_keep_dtype(copy_foreign(as, device_));
     }
   } else {
-    c10::Storage target = devx_storage_for(as);
+    c10::Storage target = devx_storage_for(as, device_);
     if (!target) target = copy_foreign(as, device_);
     if (target.unsafeGetStorageImpl() != ds) d->set_storage_keep_dtype(std::move(target));
   }
@@ -232,7 +234,7 @@ void ComputeScope::sync_back(at::TensorList devx_tensors, const std::vector<at::
 at::Tensor alias_to_devx(const at::Tensor& r, c10::DeviceIndex device) {
   if (!r.defined()) return r;
   c10::StorageImpl* s = r.storage().unsafeGetStorageImpl();
-  c10::Storage storage = devx_storage_for(s);
+  c10::Storage storage = devx_storage_for(s, device);
   if (!storage) storage = copy_foreign(s, device);
   auto impl = c10::make_intrusive<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r.dtype());
@@ -249,6 +251,10 @@ at::Tensor alias_to_compute(const at::Tensor& t) {
 
 void install_compute_routing(int compute_device_type) {
   g_compute_type = compute_device_type;
+  if (compute_device_type >= 0) {
+    g_compute_keyset = c10::DispatchKeySet(c10::computeDispatchKey(
+        std::nullopt, std::nullopt, static_cast<c10::DeviceType>(compute_device_type)));
+  }
   if (compute_device_type == static_cast<int>(c10::kCPU)) {
     g_original_cpu_raw_deleter = c10::GetCPUAllocator()->raw_deleter();
     static RoutingCpuAllocator routing(c10::GetCPUAllocator());

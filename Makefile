@@ -1,0 +1,36 @@
+# Everything sets itself up: a virtualenv in .venv with torch (2.13.0 unless TORCH_VERSION is
+# given), the build tools, and torch_devx built in place against that torch.
+PYTHON ?= python3
+TORCH_VERSION ?= 2.13.0
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DEPS := $(VENV)/.deps-$(TORCH_VERSION)
+
+.PHONY: all build demo test bench clean
+
+all: build
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(DEPS): | $(PY)
+	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)" numpy pyyaml pytest setuptools wheel cmake ninja
+	touch $@
+
+# Re-run every time: the CMake build underneath is incremental, so this costs seconds when
+# nothing changed.
+build: $(DEPS)
+	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
+
+demo: build
+	$(PY) examples/train_cuda_style.py
+
+test: build
+	$(PY) -m pytest -q tests
+	DEVX_MOCK_CUDA=0 $(PY) -m pytest -q tests/test_tensors.py
+
+bench: build
+	$(PY) bench/bench.py
+
+clean:
+	rm -rf build $(VENV) torch_devx/*.so *.egg-info

@@ -1,0 +1,136 @@
+"""devx against native CPU in the same run, on one thread: small ops, large ops, a train step.
+
+    python bench/bench.py [--quick] [--json out.json]
+
+Every figure is a ratio devx time / CPU time (1.00 = as fast as native), the median over
+repeated timings. Small ops have 16 elements (what the backend's per-op overhead dominates),
+large ops 1M elements (what its kernels and memory dominate).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_devx
+
+OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "add": lambda a, b: a + b,
+    "mul": lambda a, b: a * b,
+    "add_": lambda a, b: a.add_(b),
+    "relu": lambda a, b: torch.relu(a),
+    "exp": lambda a, b: torch.exp(a),
+    "sum": lambda a, b: a.sum(),
+    "where": lambda a, b: torch.where(a > b, a, b),
+    "softmax": lambda a, b: torch.softmax(a, -1),
+    "clone": lambda a, b: a.clone(),
+    "mul_scalar": lambda a, b: a * 2.0,
+}
+
+
+def time_per_call(fn: Callable[[], object], sync: Callable[[], None], min_time: float) -> float:
+    fn()
+    sync()
+    n = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return elapsed / n
+        n *= 2
+
+
+def ratio(make: Callable[[str], Callable[[], object]], repeats: int, min_time: float) -> tuple[float, float, float]:
+    """Median devx/cpu ratio over `repeats` interleaved timings, and the two median times."""
+    cpu_fn, devx_fn = make("cpu"), make("devx")
+    cpu_t, devx_t = [], []
+    for _ in range(repeats):
+        cpu_t.append(time_per_call(cpu_fn, lambda: None, min_time))
+        devx_t.append(time_per_call(devx_fn, torch.devx.synchronize, min_time))
+    c, d = statistics.median(cpu_t), statistics.median(devx_t)
+    return d / c, c, d
+
+
+def op_maker(op: Callable, numel: int) -> Callable[[str], Callable[[], object]]:
+    def make(device: str) -> Callable[[], object]:
+        g = torch.Generator().manual_seed(0)
+        cols = 16 if numel == 16 else 1024
+        a = torch.randn(numel // cols, cols, generator=g).to(device)
+        b = torch.randn(numel // cols, cols, generator=g).to(device)
+        return lambda: op(a, b)
+
+    return make
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.fc1 = nn.Linear(32 * 8 * 8, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def step_maker(device: str) -> Callable[[], object]:
+    torch.manual_seed(0)
+    model = Net().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(32, 3, 32, 32).to(device)
+    y = torch.randint(0, 10, (32,)).to(device)
+
+    def step() -> None:
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    repeats, min_time = (3, 0.05) if args.quick else (7, 0.2)
+
+    results: dict[str, dict[str, float]] = {}
+    print(f"torch {torch.__version__}, devx vendor {torch_devx.vendor}, 1 thread; ratio = devx / cpu")
+    for label, numel in (("small", 16), ("large", 1 << 20)):
+        for name, op in OPS.items():
+            r, c, d = ratio(op_maker(op, numel), repeats, min_time)
+            results[f"{label}/{name}"] = {"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}
+            print(f"  {label:5s} {name:10s} cpu {c * 1e6:9.2f} us  devx {d * 1e6:9.2f} us  ratio {r:5.2f}")
+    r, c, d = ratio(step_maker, repeats, min_time * 2)
+    results["model/train_step"] = {"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}
+    print(f"  model train step  cpu {c * 1e3:7.2f} ms  devx {d * 1e3:7.2f} ms  ratio {r:5.2f}")
+
+    summary = {
+        "small_ops_median_ratio": statistics.median(v["ratio"] for k, v in results.items() if k.startswith("small/")),
+        "large_ops_median_ratio": statistics.median(v["ratio"] for k, v in results.items() if k.startswith("large/")),
+        "train_step_ratio": results["model/train_step"]["ratio"],
+    }
+    print("summary: " + ", ".join(f"{k} {v:.2f}" for k, v in summary.items()))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"results": results, "summary": summary}, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
