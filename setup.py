@@ -23,6 +23,9 @@ class CMakeBuild(build_ext):
 
         out_dir = os.path.dirname(os.path.abspath(self.get_ext_fullpath(ext.name)))
         src_dir = os.path.dirname(os.path.abspath(__file__))
+        # The libraries are always built into the source package (what an editable install runs
+        # from) and copied to wherever setuptools wants the extension (a wheel's build dir).
+        pkg_dir = os.path.join(src_dir, "torch_devx")
         build_dir = os.environ.get("DEVX_BUILD_DIR", os.path.join(src_dir, "build"))
         os.makedirs(build_dir, exist_ok=True)
         # Prefer the cmake and ninja installed next to this interpreter (the Makefile's venv).
@@ -33,7 +36,7 @@ class CMakeBuild(build_ext):
             cmake, "-S", src_dir, "-B", build_dir,
             f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
             f"-DPython3_EXECUTABLE={sys.executable}",
-            f"-DDEVX_PACKAGE_DIR={out_dir}",
+            f"-DDEVX_PACKAGE_DIR={pkg_dir}",
             f"-DCMAKE_BUILD_TYPE={os.environ.get('DEVX_BUILD_TYPE', 'Release')}",
         ]
         if ninja and not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
@@ -43,6 +46,11 @@ class CMakeBuild(build_ext):
         subprocess.check_call(configure)
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call([cmake, "--build", build_dir, "-j", jobs])
+        if os.path.realpath(out_dir) != os.path.realpath(pkg_dir):
+            os.makedirs(out_dir, exist_ok=True)
+            for name in os.listdir(pkg_dir):
+                if name.endswith(".so"):
+                    shutil.copy2(os.path.join(pkg_dir, name), os.path.join(out_dir, name))
 
 
 setup(

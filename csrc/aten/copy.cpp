@@ -44,10 +44,9 @@ void host_to_devx(const at::Tensor& src, const at::Tensor& dst) {
   DevxGuard guard(dst.device());
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous().resolve_conj().resolve_neg();
   at::Tensor target = plain_contiguous(dst) ? dst : at::empty(dst.sizes(), dst.options());
-  memcpy_on_stream(target.data_ptr(), host.data_ptr(), nbytes(target), DEVX_MEMCPY_H2D,
-                   getCurrentDevxStream(dst.device().index()));
-  // The host buffer may be a temporary: the copy must have read it before it is freed.
-  if (!host.is_same(src)) getCurrentDevxStream(dst.device().index()).synchronize();
+  // Waits: the source is pageable host memory the caller may reuse as soon as copy_ returns.
+  memcpy_and_wait(target.data_ptr(), host.data_ptr(), nbytes(target), DEVX_MEMCPY_H2D,
+                  getCurrentDevxStream(dst.device().index()));
   if (!target.is_same(dst)) copy_on_device(dst, target);
 }
 
@@ -77,8 +76,9 @@ void devx_to_devx(const at::Tensor& src, const at::Tensor& dst) {
   getCurrentDevxStream(src.device().index()).synchronize();
   DevxGuard guard(dst.device());
   at::Tensor target = plain_contiguous(dst) ? dst : at::empty(dst.sizes(), dst.options());
-  memcpy_on_stream(target.data_ptr(), staged.data_ptr(), nbytes(target), DEVX_MEMCPY_D2D,
-                   getCurrentDevxStream(dst.device().index()));
+  // Waits: kernels run on the host as soon as they are called, so the bytes must have landed.
+  memcpy_and_wait(target.data_ptr(), staged.data_ptr(), nbytes(target), DEVX_MEMCPY_D2D,
+                  getCurrentDevxStream(dst.device().index()));
   if (!target.is_same(dst)) copy_on_device(dst, target);
 }
 

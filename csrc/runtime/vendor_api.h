@@ -36,10 +36,6 @@ typedef enum DevxMemcpyKind {
 typedef struct DevxStream_* DevxStreamHandle;
 typedef struct DevxEvent_* DevxEventHandle;
 
-// Tells the core how op kernels run on this vendor's memory. A vendor either supplies its own
-// kernels (the op table) or declares that ATen's kernels for `compute_device_type` run correctly
-// on aliases of its memory (cpu_sim: host-addressable arena, so CPU kernels; cuda: CUDA kernels).
-// Values match c10::DeviceType; -1 means "no generic ATen kernels, only the vendor's own".
 typedef struct DevxDeviceProperties {
   char name[256];
   size_t total_memory;
@@ -61,10 +57,15 @@ typedef void (*DevxHostFn)(void* user_data);
 typedef struct DevxVendorApi {
   int api_version;  // DEVX_VENDOR_API_VERSION
   const char* name;
-  int compute_device_type;  // c10::DeviceType value, see above
+  // How op kernels run on this vendor's memory. A vendor either supplies its own kernels (the
+  // `kernels` table) or declares that ATen's kernels for this device type run correctly on
+  // aliases of its memory (cpu_sim: a host-addressable arena, so CPU kernels; cuda: CUDA
+  // kernels, and then its stream and event handles are cudaStream_t / cudaEvent_t). Values match
+  // c10::DeviceType; -1 means "no generic ATen kernels, only the vendor's own".
+  int compute_device_type;
 
-  // Initialise the vendor (read its own settings, probe hardware). Called once, before anything
-  // else; DEVX_ERROR_NO_DEVICE if the hardware is unusable.
+  // Initialise the vendor (read its own settings, probe hardware). Called before anything else;
+  // DEVX_ERROR_NO_DEVICE if the hardware is unusable. Idempotent once it has succeeded.
   DevxStatus (*init)(void);
   const char* (*last_error)(void);
 
@@ -76,6 +77,7 @@ typedef struct DevxVendorApi {
   DevxStatus (*device_synchronize)(int device);
 
   // Device memory. Pointers from malloc are usable by the vendor's kernels and memcpy only.
+  // malloc(size 0) returns a unique non-null pointer that must be freed; free(NULL) is never called.
   DevxStatus (*malloc)(int device, size_t size, void** ptr);
   DevxStatus (*free)(int device, void* ptr);
   DevxStatus (*mem_get_info)(int device, size_t* free_bytes, size_t* total_bytes);
@@ -92,7 +94,8 @@ typedef struct DevxVendorApi {
   DevxStatus (*memset_sync)(void* dst, int value, size_t size);
   DevxStatus (*memset_async)(void* dst, int value, size_t size, DevxStreamHandle stream);
 
-  // Streams. Lower priority numbers run first, as in CUDA; the range is [greatest, least].
+  // Streams. Lower priority numbers run first, as in CUDA; the range is [greatest, least]. A NULL
+  // stream handle means the default stream of the calling thread's current device.
   DevxStatus (*stream_priority_range)(int* least, int* greatest);
   DevxStatus (*stream_create)(int device, int priority, DevxStreamHandle* stream);
   DevxStatus (*stream_destroy)(DevxStreamHandle stream);
@@ -100,7 +103,8 @@ typedef struct DevxVendorApi {
   DevxStatus (*stream_query)(DevxStreamHandle stream);  // DEVX_OK when idle, NOT_READY otherwise
   DevxStatus (*stream_wait_event)(DevxStreamHandle stream, DevxEventHandle event);
   // Run `fn(user_data)` in stream order (after all earlier work on the stream). This is how
-  // kernels are issued on a vendor whose compute device is the host.
+  // kernels are issued on a vendor whose compute device is the host. As with
+  // cudaLaunchHostFunc, `fn` must not call back into this API.
   DevxStatus (*launch_host_func)(DevxStreamHandle stream, DevxHostFn fn, void* user_data);
 
   // Events. With enable_timing, elapsed_time between two recorded events is the device time
