@@ -11,6 +11,7 @@ import functools
 from typing import Any, Callable
 
 import torch
+from torch.utils._device import _device_constructors
 
 from . import device_module
 
@@ -19,7 +20,7 @@ _FACTORIES = (
     "arange", "as_tensor", "empty", "empty_like", "empty_strided", "eye", "full", "full_like",
     "linspace", "logspace", "ones", "ones_like", "rand", "rand_like", "randint", "randint_like",
     "randn", "randn_like", "randperm", "range", "scalar_tensor", "tensor", "tril_indices",
-    "triu_indices", "zeros", "zeros_like", "set_default_device",
+    "triu_indices", "zeros", "zeros_like",
 )
 _TENSOR_NEW = ("new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros")
 _CUDA_FUNCS = (
@@ -32,6 +33,7 @@ _CUDA_FUNCS = (
 )
 
 _saved: list[tuple[Any, str, Any]] = []
+_INHERITED = object()  # marks an attribute the owner did not define itself
 
 
 def map_device(device: Any) -> Any:
@@ -63,6 +65,15 @@ def _device_kwarg(fn: Callable) -> Callable:
     return wrapper
 
 
+def _device_first(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _map_args(args, kwargs)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def _to(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -82,31 +93,45 @@ def _is_cuda(original: property) -> property:
     return property(lambda self: self.device.type == "devx" or original.__get__(self))
 
 
-def _patch(owner: Any, name: str, value: Any) -> None:
-    _saved.append((owner, name, owner.__dict__.get(name, getattr(owner, name, None))))
-    setattr(owner, name, value)
+# Wrappers are made once, so that disable() then enable() puts back the very same objects.
+_wrappers: dict[tuple[int, str], Any] = {}
+
+
+def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    key = (id(owner), name)
+    if key not in _wrappers:
+        _wrappers[key] = make(getattr(owner, name))
+    _saved.append((owner, name, owner.__dict__.get(name, _INHERITED)))
+    setattr(owner, name, _wrappers[key])
 
 
 def enable() -> None:
     if _saved:
         return
+    # torch.set_default_device's mode recognises factories by identity, from a set it builds on
+    # first use: build it now, from the real functions, before they are wrapped.
+    _device_constructors()
     for name in _FACTORIES:
         if hasattr(torch, name):
-            _patch(torch, name, _device_kwarg(getattr(torch, name)))
+            _patch(torch, name, _device_kwarg)
     for name in _TENSOR_NEW:
-        _patch(torch.Tensor, name, _device_kwarg(getattr(torch.Tensor, name)))
-    _patch(torch.Tensor, "to", _to(torch.Tensor.to))
-    _patch(torch.Tensor, "cuda", _tensor_cuda)
-    _patch(torch.Tensor, "is_cuda", _is_cuda(torch.Tensor.is_cuda))
-    _patch(torch.nn.Module, "to", _to(torch.nn.Module.to))
+        _patch(torch.Tensor, name, _device_kwarg)
+    _patch(torch, "set_default_device", _device_first)
+    _patch(torch.Tensor, "to", _to)
+    _patch(torch.Tensor, "cuda", lambda original: _tensor_cuda)
+    _patch(torch.Tensor, "is_cuda", _is_cuda)
+    _patch(torch.nn.Module, "to", _to)
     for name in _CUDA_FUNCS:
-        _patch(torch.cuda, name, getattr(device_module, name))
+        _patch(torch.cuda, name, lambda original, name=name: getattr(device_module, name))
 
 
 def disable() -> None:
     while _saved:
         owner, name, original = _saved.pop()
-        setattr(owner, name, original)
+        if original is _INHERITED:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
 
 
 def enabled() -> bool:

@@ -57,7 +57,7 @@ void devx_to_host(const at::Tensor& src, const at::Tensor& dst) {
     copy_on_device(t, src);
     return t;
   }();
-  bool direct = dst.is_contiguous() && dst.scalar_type() == staged.scalar_type() && dst.sizes() == staged.sizes();
+  bool direct = plain_contiguous(dst) && dst.scalar_type() == staged.scalar_type() && dst.sizes() == staged.sizes();
   at::Tensor host = direct ? dst : at::empty(staged.sizes(), staged.options().device(c10::kCPU));
   memcpy_and_wait(host.data_ptr(), staged.data_ptr(), nbytes(staged), DEVX_MEMCPY_D2H,
                   getCurrentDevxStream(src.device().index()));

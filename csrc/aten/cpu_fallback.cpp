@@ -76,18 +76,41 @@ void map_tensors(c10::IValue& v, F f) {
   }
 }
 
+// The op's devx device; every devx tensor argument must be on it and CPU tensors must be 0-dim
+// scalars, the same rule the native path (and CUDA) applies.
 c10::DeviceIndex device_of_args(const torch::jit::Stack& stack, size_t first, size_t n) {
+  std::optional<c10::DeviceIndex> found;
+  bool has_cpu_tensor = false;
+  c10::Device cpu_device(c10::kCPU);
+  auto check = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (is_devx(t)) {
+      if (!found) found = t.device().index();
+      TORCH_CHECK(*found == t.device().index(), "Expected all tensors to be on the same device, but found at least "
+                  "two devices, ", devx_device(*found), " and ", t.device(), "!");
+    } else if (t.dim() > 0) {
+      has_cpu_tensor = true;
+      cpu_device = t.device();
+    }
+  };
   for (size_t i = first; i < first + n; ++i) {
     const c10::IValue& v = stack[i];
-    if (v.isTensor() && is_devx(v.toTensor())) return v.toTensor().device().index();
-    if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) {
-        if (is_devx(t)) return t.device().index();
+    if (v.isTensor()) {
+      check(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) check(t);
+    } else if (v.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+        if (t.has_value()) check(*t);
       }
+    } else if (v.isDevice() && v.toDevice().type() == kDevx && !found) {
+      found = v.toDevice().index();
     }
-    if (v.isDevice() && v.toDevice().type() == kDevx) return v.toDevice().index();
   }
-  return current_device();
+  c10::DeviceIndex device = found.value_or(current_device());
+  TORCH_CHECK(!(found && has_cpu_tensor), "Expected all tensors to be on the same device, but found at least two "
+              "devices, ", devx_device(device), " and ", cpu_device, "! (only 0-dim CPU tensors may be mixed in)");
+  return device;
 }
 
 void run_view_on_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t first, size_t n,

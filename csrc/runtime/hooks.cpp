@@ -6,6 +6,7 @@
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
+#include "runtime/host_allocator.h"
 #include "runtime/vendor.h"
 
 namespace devx {
@@ -38,6 +39,9 @@ struct DevxHooks final : public at::PrivateUse1HooksInterface {
   }
 
   at::Device getDeviceFromPtr(void* data) const override { return devx_device(current_device()); }
+
+  bool isPinnedPtr(const void* data) const override { return vendor_loaded() && is_pinned_ptr(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage_bytes(storage.unsafeGetStorageImpl(), newsize);

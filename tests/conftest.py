@@ -1,0 +1,139 @@
+"""Shared helpers for the torch_devx test suite.
+
+torch and torch_devx are imported lazily (inside the helpers and fixtures), so that test files
+that never touch torch (test_cpu_sim_vendor.py loads the vendor library through ctypes) keep a
+torch-free pytest process when run alone.
+
+Helpers:
+  run_python(code, **env)   run `code` in a fresh interpreter with the repository on PYTHONPATH,
+                            every DEVX_*/DIPU_* variable cleared, then `env` applied
+                            (value None: unset). Returns subprocess.CompletedProcess.
+  run_many(codes_envs)      the same for several children at once (they run in parallel).
+  assert_child_ok(proc)     fail with the child's output unless it exited 0.
+  to_cpu(obj)               tensors (in nested tuples/lists/dicts) copied to the CPU.
+  assert_close_cpu(a, b)    torch.testing.assert_close after moving `a` and `b` to the CPU.
+Fixtures:
+  devx                      the torch_devx module, with process state restored after the test:
+                            no forced fallback, current device 0, CUDA mocking on, default
+                            device unset.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A child that dies of a Python exception exits 1; one killed by a signal (abort, segfault) has a
+# negative returncode.
+CHILD_TIMEOUT_S = 120
+
+
+def child_env(**overrides: Optional[str]) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith("DEVX_") or k.startswith("DIPU_"))
+    }
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["DEVX_VENDOR"] = "cpu_sim"
+    # Keep the children light on a 2-core machine.
+    env.setdefault("OMP_NUM_THREADS", "1")
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def run_python(code: str, timeout: float = CHILD_TIMEOUT_S, **env: Optional[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=child_env(**env),
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_many(jobs: Iterable[tuple[str, dict[str, Optional[str]]]],
+             timeout: float = CHILD_TIMEOUT_S) -> list[subprocess.CompletedProcess]:
+    """Runs several children in parallel; returns their results in order."""
+    procs = []
+    for code, env in jobs:
+        args = [sys.executable, "-c", textwrap.dedent(code)]
+        procs.append((args, subprocess.Popen(
+            args, env=child_env(**env), cwd=str(REPO),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )))
+    results = []
+    for args, p in procs:
+        out, err = p.communicate(timeout=timeout)
+        results.append(subprocess.CompletedProcess(args, p.returncode, out, err))
+    return results
+
+
+def describe(proc: subprocess.CompletedProcess) -> str:
+    return (f"returncode {proc.returncode}\n--- stdout ---\n{proc.stdout[-4000:]}"
+            f"\n--- stderr ---\n{proc.stderr[-4000:]}")
+
+
+def assert_child_ok(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, "child failed: " + describe(proc)
+
+
+def to_cpu(obj: Any) -> Any:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, list):
+        return [to_cpu(o) for o in obj]
+    if isinstance(obj, tuple):  # plain tuples, named tuples and torch.return_types alike
+        return tuple(to_cpu(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: to_cpu(v) for k, v in obj.items()}
+    return obj
+
+
+def assert_close_cpu(actual: Any, expected: Any, **kwargs: Any) -> None:
+    from torch.testing import assert_close
+
+    assert_close(to_cpu(actual), to_cpu(expected), **kwargs)
+
+
+@pytest.fixture
+def devx():
+    import torch
+    import torch_devx
+    from torch_devx import cuda_mock, diagnostics
+
+    diagnostics.set_force_fallback([])
+    torch.devx.set_device(0)
+    yield torch_devx
+    diagnostics.set_force_fallback([])
+    os.environ.pop("DIPU_FORCE_FALLBACK_OPS_LIST", None)
+    torch.devx.set_device(0)
+    if not cuda_mock.enabled():
+        cuda_mock.enable()
+    torch.set_default_device(None)
+
+
+@pytest.fixture
+def fallback(devx):
+    """diagnostics, with fallback stats reset before the test and no forced ops before or after."""
+    from torch_devx import diagnostics
+
+    diagnostics.reset_fallback_stats()
+    yield diagnostics
+    diagnostics.set_force_fallback([])
+    diagnostics.reset_fallback_stats()

@@ -1,0 +1,299 @@
+"""The CPU fallback: ops without a devx kernel, ops forced there by DIPU_FORCE_FALLBACK_OPS_LIST
+or diagnostics.set_force_fallback, and the counters and coverage report that make it visible.
+Every test starts and ends with no forced ops and zeroed counters (the `fallback` fixture)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+import torch_devx  # noqa: F401  (registers the devx device)
+from torch.testing import assert_close
+
+from conftest import assert_close_cpu
+
+ENV = "DIPU_FORCE_FALLBACK_OPS_LIST"
+
+A = torch.randn(3, 4)
+B = torch.randn(3, 4)
+
+
+@pytest.fixture
+def ab(fallback):
+    a, b = A.devx(), B.devx()
+    fallback.reset_fallback_stats()
+    return a, b
+
+
+# --- coverage and ops without a devx kernel
+
+
+def test_coverage_report(fallback):
+    cov = fallback.coverage()
+    assert cov, "empty coverage report"
+    assert set(cov.values()) <= {"aten", "vendor", "fallback"}
+    # a signature group from the table: functional, in-place and out= variants
+    for op in ("add.Tensor", "add_.Tensor", "add.out", "mm", "convolution_overrideable", "native_batch_norm"):
+        assert cov.get(op) in ("aten", "vendor"), op
+    # ops the table lacks are not listed as native
+    for op in ("_fft_r2c", "_linalg_det", "take"):
+        assert cov.get(op, "fallback") == "fallback", op
+
+
+def test_fft_falls_back_with_the_cpu_result(fallback):
+    x = torch.randn(16)
+    got = torch.fft.fft(x.devx())
+    assert got.device == torch.device("devx", 0)
+    assert got.dtype == torch.complex64
+    assert_close(got.cpu(), torch.fft.fft(x))
+    stats = fallback.fallback_stats()
+    assert stats.get("_fft_r2c") == 1, stats
+    # and complex input (another fallback op)
+    z = torch.randn(8, dtype=torch.complex64)
+    assert_close(torch.fft.ifft(z.devx()).cpu(), torch.fft.ifft(z))
+    assert any(k.startswith("_fft_c2c") for k in fallback.fallback_stats())
+
+
+def test_linalg_det_falls_back_with_the_cpu_result(fallback):
+    m = torch.randn(4, 4, dtype=torch.float64)
+    got = torch.linalg.det(m.devx())
+    assert got.device.type == "devx"
+    assert_close(got.cpu(), torch.linalg.det(m))
+    stats = fallback.fallback_stats()
+    assert stats and all(k.startswith("_linalg_det") for k in stats), stats
+
+
+@pytest.mark.parametrize("calls", [1, 3, 5])
+def test_counts_increase_by_exactly_the_number_of_calls(fallback, calls):
+    x = torch.randn(16).devx()
+    m = torch.randn(3, 3).devx()
+    torch.fft.fft(x)
+    torch.linalg.det(m)
+    once = fallback.fallback_stats()
+    assert once, "nothing was counted"
+    fallback.reset_fallback_stats()
+    assert fallback.fallback_stats() == {}
+    for _ in range(calls):
+        torch.fft.fft(x)
+        torch.linalg.det(m)
+    assert fallback.fallback_stats() == {k: v * calls for k, v in once.items()}
+
+
+def test_fallback_on_the_second_device(fallback):
+    x = torch.randn(16)
+    got = torch.fft.fft(x.devx(1))
+    assert got.device == torch.device("devx", 1)
+    assert_close(got.cpu(), torch.fft.fft(x))
+
+
+def test_native_ops_are_not_counted(ab, fallback):
+    a, b = ab
+    (a + b) * a - b
+    torch.mm(a, b.t()).sum()
+    assert fallback.fallback_stats() == {}
+
+
+# --- forcing ops to the fallback
+
+
+def test_set_force_fallback_takes_effect_at_the_next_op(ab, fallback):
+    a, b = ab
+    r = a + b
+    assert fallback.fallback_stats() == {}
+    fallback.set_force_fallback(["add.Tensor"])
+    assert fallback.force_fallback() == ["add.Tensor"]
+    assert os.environ[ENV] == "add.Tensor"
+    r2 = a + b
+    assert fallback.fallback_stats() == {"add.Tensor": 1}
+    assert r2.device == a.device
+    assert_close(r2.cpu(), A + B)
+    assert_close(r2.cpu(), r.cpu())
+    a * b  # not forced
+    assert fallback.fallback_stats() == {"add.Tensor": 1}
+
+
+def test_force_through_os_environ_takes_effect_at_the_next_op(ab, fallback):
+    a, b = ab
+    a * b
+    assert fallback.fallback_stats() == {}
+    os.environ[ENV] = "mul.*"
+    assert fallback.force_fallback() == ["mul.*"]
+    r = a * b
+    r2 = a.clone().mul_(b)
+    assert fallback.fallback_stats() == {"mul.Tensor": 1, "mul_.Tensor": 1}
+    assert_close(r.cpu(), A * B)
+    assert_close(r2.cpu(), A * B)
+    a + b
+    assert "add.Tensor" not in fallback.fallback_stats()
+    os.environ[ENV] = ""
+    fallback.reset_fallback_stats()
+    a * b
+    assert fallback.fallback_stats() == {}
+
+
+def test_env_list_is_trimmed_and_unquoted(fallback):
+    os.environ[ENV] = " add.Tensor , 'mul.Tensor' ,, "
+    assert fallback.force_fallback() == ["add.Tensor", "mul.Tensor"]
+
+
+def test_base_name_forces_every_overload(ab, fallback):
+    a, b = ab
+    fallback.set_force_fallback(["add"])
+    r1 = a + b
+    r2 = torch.ops.aten.add.Scalar(a, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        o = torch.empty(0, device="devx")
+        r3 = torch.add(a, b, alpha=3, out=o)
+    stats = fallback.fallback_stats()
+    assert stats == {"add.Tensor": 1, "add.Scalar": 1, "add.out": 1}, stats
+    assert r3 is o
+    assert_close_cpu((r1, r2, r3), (A + B, A + 2, A + 3 * B))
+    # the base name does not match other ops that merely start with it
+    torch.addmm(a, a, torch.randn(4, 4, device="devx"))
+    a.addcmul(a, b)
+    assert set(fallback.fallback_stats()) == {"add.Tensor", "add.Scalar", "add.out"}
+
+
+def test_forced_in_place_op(ab, fallback):
+    a, b = ab
+    fallback.set_force_fallback(["add_.Tensor"])
+    x = a.clone()
+    r = x.add_(b, alpha=2)
+    assert r is x
+    assert_close(x.cpu(), A + 2 * B)
+    # in place on non-contiguous views of a base
+    base_cpu = torch.arange(24.0).reshape(4, 6)
+    base = base_cpu.devx()
+    base.t()[1:3].add_(torch.ones(2, 4, device="devx"))
+    base[:, ::2].add_(5.0)
+    base_cpu.t()[1:3].add_(torch.ones(2, 4))
+    base_cpu[:, ::2].add_(5.0)
+    assert_close(base.cpu(), base_cpu)
+    assert fallback.fallback_stats() == {"add_.Tensor": 3}
+
+
+@pytest.mark.parametrize("out_shape", [(0,), (5,), (7, 7), (3, 4)], ids=str)
+def test_forced_out_op_with_an_out_of_the_wrong_size(ab, fallback, out_shape):
+    a, b = ab
+    fallback.set_force_fallback(["add.out"])
+    c = torch.empty(out_shape, device="devx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        r = torch.add(a, b, out=c)
+    assert r is c
+    assert c.shape == (3, 4) and c.device == a.device
+    assert_close(c.cpu(), A + B)
+    assert fallback.fallback_stats() == {"add.out": 1}
+
+
+def test_forced_out_op_into_a_non_contiguous_out(ab, fallback):
+    a, b = ab
+    fallback.set_force_fallback(["add.out"])
+    base = torch.zeros(4, 3, device="devx")
+    c = base.t()
+    torch.add(a, b, out=c)
+    assert c.stride() == (1, 3)
+    assert_close(base.cpu(), (A + B).t())
+
+
+def test_forced_op_returning_a_tuple(ab, fallback):
+    a, _ = ab
+    fallback.set_force_fallback(["max.dim"])
+    res = torch.max(a, dim=0)
+    want = torch.max(A, dim=0)
+    assert isinstance(res, tuple) and type(res).__name__ == "max"
+    assert res.values.device == a.device and res.indices.device == a.device
+    assert res.indices.dtype == torch.int64
+    assert_close(res.values.cpu(), want.values)
+    assert torch.equal(res.indices.cpu(), want.indices)
+    v, i = torch.max(a, 1, keepdim=True)
+    assert v.shape == (3, 1)
+    assert fallback.fallback_stats() == {"max.dim": 2}
+
+
+def test_forced_op_on_the_second_device(fallback):
+    fallback.set_force_fallback(["mul.Tensor"])
+    a1, b1 = A.devx(1), B.devx(1)
+    r = a1 * b1
+    assert r.device == torch.device("devx", 1)
+    assert_close(r.cpu(), A * B)
+    assert fallback.fallback_stats() == {"mul.Tensor": 1}
+
+
+def test_forced_ops_inside_autograd(fallback):
+    fallback.set_force_fallback(["mul.Tensor", "sum.*"])
+    x_cpu = A.clone().requires_grad_()
+    x = A.clone().devx().requires_grad_()
+    for t in (x, x_cpu):
+        (t * t * 3).sum().backward()
+    assert_close(x.grad.cpu(), x_cpu.grad)
+    assert fallback.fallback_stats().get("mul.Tensor", 0) >= 2
+
+
+def test_view_op_on_the_fallback_keeps_aliasing(fallback):
+    # unfold has no devx kernel: it runs on the fallback, and must still return a view
+    base_cpu = torch.arange(12.0)
+    base = base_cpu.devx()
+    u = base.unfold(0, 3, 3)
+    assert fallback.fallback_stats() == {"unfold": 1}
+    u_cpu = base_cpu.unfold(0, 3, 3)
+    assert u.shape == u_cpu.shape and u.stride() == u_cpu.stride()
+    assert u.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    u[1].fill_(-1.0)
+    u_cpu[1].fill_(-1.0)
+    assert_close(base.cpu(), base_cpu)
+    base.mul_(2)
+    assert_close(u.cpu(), u_cpu * 2)
+    # view_as_real too
+    z = torch.randn(3, dtype=torch.complex64)
+    zd = z.devx()
+    r = torch.view_as_real(zd)
+    assert r.shape == (3, 2)
+    r[0, 0] = 42.0
+    assert zd[0].item().real == 42.0
+
+
+def test_bad_regex_is_rejected(ab, fallback):
+    a, b = ab
+    fallback.set_force_fallback(["mul.Tensor"])
+    with pytest.raises(ValueError, match=r"\("):
+        fallback.set_force_fallback(["add.Tensor", "("])
+    # the list in effect is unchanged
+    assert fallback.force_fallback() == ["mul.Tensor"]
+    with pytest.raises(ValueError):
+        fallback.set_force_fallback(["a,b"])
+    a * b
+    assert fallback.fallback_stats() == {"mul.Tensor": 1}
+
+
+def test_bad_regex_in_the_environment_fails_at_the_assignment(ab, fallback):
+    a, b = ab
+    with pytest.raises(ValueError, match=ENV):
+        os.environ[ENV] = "add.Tensor,[z-a]"
+    os.environ[ENV] = ""
+    assert fallback.force_fallback() == []
+    assert_close((a + b).cpu(), A + B)
+    assert fallback.fallback_stats() == {}
+
+
+@pytest.mark.parametrize("how", ["api", "env_empty", "env_deleted"])
+def test_turning_it_off_stops_the_counting(ab, fallback, how):
+    a, b = ab
+    fallback.set_force_fallback(["add.Tensor", "mul.Tensor"])
+    a + b
+    a * b
+    assert fallback.fallback_stats() == {"add.Tensor": 1, "mul.Tensor": 1}
+    if how == "api":
+        fallback.set_force_fallback([])
+    elif how == "env_empty":
+        os.environ[ENV] = ""
+    else:
+        del os.environ[ENV]
+    assert fallback.force_fallback() == []
+    fallback.reset_fallback_stats()
+    r = (a + b) * a
+    assert fallback.fallback_stats() == {}
+    assert_close(r.cpu(), (A + B) * A)

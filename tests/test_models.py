@@ -1,0 +1,277 @@
+"""Whole models on devx: seeded training runs give the CPU's losses and parameters, with nothing on
+the CPU fallback; optimizers, autograd, weight tying and parameter identity across module moves."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch_devx  # noqa: F401  (registers the devx device)
+from torch.testing import assert_close
+
+from conftest import describe, run_many
+
+ATOL = 1e-5
+RTOL = 1e-5
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(
+        nn.Linear(20, 32), nn.ReLU(), nn.Dropout(0.2),
+        nn.Linear(32, 32), nn.ReLU(), nn.Dropout(0.1),
+        nn.Linear(32, 5),
+    )
+
+
+def cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10),
+    )
+
+
+def make_data(kind: str, steps: int, seed: int = 100):
+    g = torch.Generator().manual_seed(seed)
+    if kind == "mlp":
+        return [(torch.randn(16, 20, generator=g), torch.randint(0, 5, (16,), generator=g)) for _ in range(steps)]
+    return [(torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 10, (4,), generator=g)) for _ in range(steps)]
+
+
+def train(model: nn.Module, opt_factory, data, device: str) -> list[float]:
+    opt = opt_factory(model.parameters())
+    model.train()
+    losses = []
+    for step, (x, y) in enumerate(data):
+        torch.manual_seed(1000 + step)  # the same dropout masks on both devices
+        x, y = x.to(device), y.to(device)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach().to("cpu"))
+    return torch.stack(losses)
+
+
+def compare_runs(kind: str, opt_factory, fallback, steps: int = 5, device: str = "devx"):
+    torch.manual_seed(0)
+    model_cpu = mlp() if kind == "mlp" else cnn()
+    model_devx = copy.deepcopy(model_cpu).to(device)
+    data = make_data(kind, steps)
+    losses_cpu = train(model_cpu, opt_factory, data, "cpu")
+    fallback.reset_fallback_stats()
+    losses_devx = train(model_devx, opt_factory, data, device)
+    ran_on_cpu = fallback.fallback_stats()
+    assert_close(losses_devx, losses_cpu, atol=ATOL, rtol=RTOL)
+    for (name, p_cpu), (_, p_devx) in zip(model_cpu.state_dict().items(), model_devx.state_dict().items()):
+        assert p_devx.device.type == "devx", name
+        assert_close(p_devx.cpu(), p_cpu, atol=ATOL, rtol=RTOL, msg=lambda m: f"{name}: {m}")
+    return ran_on_cpu
+
+
+def sgd(params):
+    return torch.optim.SGD(params, lr=0.05, momentum=0.9)
+
+
+def test_mlp_training_matches_cpu(fallback):
+    ran_on_cpu = compare_runs("mlp", sgd, fallback)
+    assert ran_on_cpu == {}, f"ops on the CPU fallback during training: {ran_on_cpu}"
+
+
+def test_cnn_training_matches_cpu(fallback):
+    ran_on_cpu = compare_runs("cnn", sgd, fallback)
+    assert ran_on_cpu == {}, f"ops on the CPU fallback during training: {ran_on_cpu}"
+
+
+def test_cnn_training_on_the_second_device(fallback):
+    ran_on_cpu = compare_runs("cnn", sgd, fallback, steps=2, device="devx:1")
+    assert ran_on_cpu == {}, ran_on_cpu
+
+
+@pytest.mark.parametrize(
+    "name, factory",
+    [
+        ("adam", lambda p: torch.optim.Adam(p, lr=1e-2)),
+        ("adamw", lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1)),
+        ("adam_no_foreach", lambda p: torch.optim.Adam(p, lr=1e-2, foreach=False)),
+        ("sgd_nesterov_wd", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3)),
+    ],
+)
+def test_optimizers_match_cpu(fallback, name, factory):
+    ran_on_cpu = compare_runs("mlp", factory, fallback, steps=3)
+    assert ran_on_cpu == {}, f"{name}: ops on the CPU fallback: {ran_on_cpu}"
+
+
+def test_eval_mode_batchnorm_and_no_grad(fallback):
+    torch.manual_seed(0)
+    m_cpu = cnn()
+    for x, y in make_data("cnn", 2):
+        F.cross_entropy(m_cpu(x), y).backward()
+    m = copy.deepcopy(m_cpu).devx()
+    m.eval()
+    m_cpu.eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        assert_close(m(x.devx()).cpu(), m_cpu(x), atol=ATOL, rtol=RTOL)
+
+
+def test_backward_matches_cpu_for_a_small_attention_block(fallback):
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, 16)
+            self.ln = nn.LayerNorm(16)
+            self.qkv = nn.Linear(16, 48)
+            self.proj = nn.Linear(16, 16)
+            self.gn = nn.GroupNorm(4, 16)
+            self.out = nn.Linear(16, 50)
+
+        def forward(self, tok):
+            h = self.ln(self.emb(tok))
+            q, k, v = self.qkv(h).chunk(3, dim=-1)
+            att = torch.softmax(q @ k.transpose(-1, -2) / 4.0, dim=-1)
+            h = h + self.proj(F.gelu(att @ v))
+            h = self.gn(h.transpose(1, 2)).transpose(1, 2)
+            h = torch.tanh(h) * torch.sigmoid(h) + F.silu(h)
+            return F.log_softmax(self.out(h), dim=-1)
+
+    torch.manual_seed(0)
+    m_cpu = Block()
+    m = copy.deepcopy(m_cpu).devx()
+    tok = torch.randint(0, 50, (2, 7))
+    target = torch.randint(0, 50, (2, 7))
+    loss_cpu = F.nll_loss(m_cpu(tok).flatten(0, 1), target.flatten())
+    loss = F.nll_loss(m(tok.devx()).flatten(0, 1), target.devx().flatten())
+    loss_cpu.backward()
+    loss.backward()
+    assert_close(loss.cpu(), loss_cpu, atol=ATOL, rtol=RTOL)
+    for (name, p_cpu), p in zip(m_cpu.named_parameters(), m.parameters()):
+        assert p.grad is not None and p.grad.device.type == "devx", name
+        assert_close(p.grad.cpu(), p_cpu.grad, atol=ATOL, rtol=RTOL, msg=lambda s: f"{name}: {s}")
+
+
+def test_backward_of_a_leaf_created_on_devx(fallback):
+    x = torch.randn(5, 3, device="devx", requires_grad=True)
+    w = torch.randn(3, 2, device="devx", requires_grad=True)
+    y = (x @ w).relu().pow(2).mean()
+    y.backward()
+    x_c = x.detach().cpu().requires_grad_()
+    w_c = w.detach().cpu().requires_grad_()
+    (x_c @ w_c).relu().pow(2).mean().backward()
+    assert_close(x.grad.cpu(), x_c.grad)
+    assert_close(w.grad.cpu(), w_c.grad)
+    # a second backward accumulates
+    (x @ w).sum().backward()
+    (x_c @ w_c).sum().backward()
+    assert_close(x.grad.cpu(), x_c.grad)
+
+
+# --- weight tying and parameter identity
+
+
+class TiedLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(30, 12)
+        self.mix = nn.Linear(12, 12)
+        self.lm_head = nn.Linear(12, 30, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, tok):
+        return self.lm_head(torch.tanh(self.mix(self.wte(tok))))
+
+
+@pytest.mark.parametrize("move", ["cuda", "to_devx", "to_devx1", "devx_method", "to_cuda_device"])
+def test_weight_tying_survives_the_move_and_gets_both_gradients(fallback, move):
+    torch.manual_seed(0)
+    m = TiedLM()
+    m_cpu = copy.deepcopy(m)
+    assert m_cpu.lm_head.weight is m_cpu.wte.weight
+    tied = m.wte.weight
+    params = list(m.parameters())
+    moved = {
+        "cuda": lambda: m.cuda(),
+        "to_devx": lambda: m.to("devx"),
+        "to_devx1": lambda: m.to("devx:1"),
+        "devx_method": lambda: m.devx(),
+        "to_cuda_device": lambda: m.to(torch.device("cuda")),
+    }[move]()
+    assert moved is m
+    assert m.wte.weight.device.type == "devx"
+    assert m.lm_head.weight is m.wte.weight, "tied weights were untied by the move"
+    assert m.wte.weight is tied, "the Parameter object changed"
+    assert [id(p) for p in m.parameters()] == [id(p) for p in params]
+    assert len(list(m.parameters())) == 3 + 0  # wte, mix.weight, mix.bias (head shares wte)
+
+    dev = m.wte.weight.device
+    tok = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 29]])
+    m(tok.to(dev)).logsumexp(-1).sum().backward()
+    m_cpu(tok).logsumexp(-1).sum().backward()
+    assert_close(m.wte.weight.grad.cpu(), m_cpu.wte.weight.grad, atol=ATOL, rtol=RTOL)
+    # the same as an untied copy's two gradients added together (and unlike either alone)
+    untied = copy.deepcopy(m_cpu)
+    untied.lm_head.weight = nn.Parameter(untied.wte.weight.detach().clone())
+    untied.zero_grad()
+    untied(tok).logsumexp(-1).sum().backward()
+    g_emb, g_head = untied.wte.weight.grad, untied.lm_head.weight.grad
+    assert_close(m.wte.weight.grad.cpu(), g_emb + g_head, atol=ATOL, rtol=RTOL)
+    assert not torch.allclose(g_emb + g_head, g_head, atol=1e-4)
+    assert not torch.allclose(g_emb + g_head, g_emb, atol=1e-4)
+
+
+def test_parameter_identity_lets_an_earlier_optimizer_train_the_moved_model(fallback):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    m_cpu = copy.deepcopy(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)  # created before the move, as many scripts do
+    opt_cpu = torch.optim.SGD(m_cpu.parameters(), lr=0.1)
+    before = [id(p) for p in m.parameters()]
+    m.cuda()
+    assert [id(p) for p in m.parameters()] == before
+    assert all(p.device.type == "devx" for p in opt.param_groups[0]["params"])
+    x, y = torch.randn(6, 4), torch.randint(0, 2, (6,))
+    for model, o, dev in ((m, opt, "devx"), (m_cpu, opt_cpu, "cpu")):
+        o.zero_grad()
+        F.cross_entropy(model(x.to(dev)), y.to(dev)).backward()
+        o.step()
+    for p, q in zip(m.parameters(), m_cpu.parameters()):
+        assert_close(p.detach().cpu(), q.detach(), atol=ATOL, rtol=RTOL)
+
+
+def test_module_round_trip_keeps_identity_and_values(fallback):
+    m = nn.Linear(3, 3)
+    w = m.weight
+    value = w.detach().clone()
+    m.to("devx:1")
+    m.to("devx:0")
+    m.cpu()
+    assert m.weight is w and w.device.type == "cpu"
+    assert torch.equal(w.detach(), value)
+    m.to(torch.float64).devx()
+    assert m.weight is w and w.dtype == torch.float64 and w.device.type == "devx"
+
+
+# --- a training script ends cleanly
+
+EXIT_SCRIPT = """
+import sys, torch, torch_devx
+# A longer GIL switch interval (as busy programs set) widens the window in which the autograd
+# device thread can still be finishing the backward while the interpreter shuts down; a script
+# must exit 0 whatever the interval.
+sys.setswitchinterval(0.1)
+m = torch.nn.Linear(8, 2).cuda()
+loss = m(torch.randn(4, 8).cuda()).pow(2).sum()
+print("trained", loss.item(), flush=True)
+loss.backward()
+"""
+
+
+def test_training_script_exits_cleanly():
+    """A script whose last statement is a devx backward must exit with status 0, not abort
+    ("terminate called without an active exception") while the interpreter finalises."""
+    results = run_many([(EXIT_SCRIPT, {})] * 3)
+    bad = [describe(p) for p in results if p.returncode != 0 or "trained" not in p.stdout]
+    assert not bad, f"{len(bad)} of {len(results)} runs did not exit cleanly; first:\n{bad[0] if bad else ''}"
