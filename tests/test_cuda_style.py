@@ -182,6 +182,23 @@ def test_module_moves_to_cuda_mean_devx(move, expected):
     assert m(torch.ones(1, 3, device=expected, dtype=m.weight.dtype)).device == expected
 
 
+def test_load_checkpoint_with_cuda_map_location(tmp_path):
+    """torch.load(path, map_location=device) with device = torch.device("cuda"), as CUDA scripts
+    load their checkpoints."""
+    path = tmp_path / "ckpt.pt"
+    torch.save({"w": torch.arange(4.0), "step": 3}, path)
+    failures = {}
+    for location, expected in (("cuda", DEVX0), ("cuda:1", DEVX1), (torch.device("cuda"), DEVX0),
+                               ({"cpu": "cuda:0"}, DEVX0)):
+        try:
+            ckpt = torch.load(path, map_location=location)
+            assert ckpt["w"].device == expected and ckpt["w"].is_cuda, ckpt["w"].device
+            assert torch.equal(ckpt["w"].cpu(), torch.arange(4.0))
+        except Exception as e:  # collect them all: one message for every spelling
+            failures[str(location)] = f"{type(e).__name__}: {e}"
+    assert not failures, failures
+
+
 @pytest.mark.parametrize("spec", ["cuda", "devx"])
 def test_set_default_device(spec):
     """torch.set_default_device("cuda") (as many scripts do) must send factories to devx."""

@@ -151,6 +151,19 @@ def test_stream_on_second_device_and_cross_stream_waits():
     assert ev.query()
 
 
+def test_record_stream():
+    """tensor.record_stream(s), as CUDA code does when a tensor is used on a side stream."""
+    s = torch.Stream(device="devx")
+    x = torch.ones(1024, device="devx")
+    with s:
+        y = x * 2
+    x.record_stream(s)
+    y.record_stream(s)
+    del x
+    s.synchronize()
+    assert y.sum().item() == 2048.0
+
+
 def test_elapsed_time_needs_timing_events():
     a, b = torch.Event(device="devx"), torch.Event(device="devx")
     a.record()

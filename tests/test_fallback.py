@@ -297,3 +297,99 @@ def test_turning_it_off_stops_the_counting(ab, fallback, how):
     r = (a + b) * a
     assert fallback.fallback_stats() == {}
     assert_close(r.cpu(), (A + B) * A)
+
+
+# --- ops that write into lists of tensors, convolution, random ops
+
+
+def test_forced_in_place_list_op_writes_back(fallback):
+    """_foreach_add_.List mutates a list of tensors: forced to the CPU, the results must still land
+    in the caller's devx tensors (the optimizers' foreach paths depend on it)."""
+    fallback.set_force_fallback(["_foreach_add_.List", "_foreach_mul_.Scalar"])
+    xs_cpu = [A.clone(), B.clone()]
+    xs = [t.devx() for t in xs_cpu]
+    torch._foreach_add_(xs, [B.devx(), A.devx()])
+    torch._foreach_mul_(xs, 3.0)
+    torch._foreach_add_(xs_cpu, [B, A])
+    torch._foreach_mul_(xs_cpu, 3.0)
+    assert fallback.fallback_stats() == {"_foreach_add_.List": 1, "_foreach_mul_.Scalar": 1}
+    for got, want in zip(xs, xs_cpu):
+        assert got.device.type == "devx"
+        assert_close(got.cpu(), want)
+
+
+def test_list_op_on_the_fallback_writes_back(fallback):
+    """_amp_foreach_non_finite_check_and_unscale_ (GradScaler's unscale) has no devx kernel; the
+    fallback must write the unscaled values back into the devx gradients."""
+    grads_cpu = [torch.full((3,), 8.0), torch.full((2, 2), -4.0)]
+    found_cpu, inv_cpu = torch.zeros(1), torch.full((1,), 0.25)
+    grads = [g.devx() for g in grads_cpu]
+    found, inv = found_cpu.devx(), inv_cpu.devx()
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv)
+    torch._amp_foreach_non_finite_check_and_unscale_(grads_cpu, found_cpu, inv_cpu)
+    assert "_amp_foreach_non_finite_check_and_unscale_" in fallback.fallback_stats()
+    assert_close_cpu(grads, grads_cpu)
+    assert_close_cpu(found, found_cpu)
+    # and an inf is reported
+    grads[0][1] = float("inf")
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found, inv)
+    assert found.item() == 1.0
+
+
+def test_forced_convolution_forward_and_backward(fallback):
+    """The table's convolution ops reach the fallback under their PrivateUse1 names
+    (convolution_overrideable); forced there they must still compute the CPU's convolution."""
+    fallback.set_force_fallback(["convolution_overrideable", "convolution_backward_overrideable"])
+    x_cpu = torch.randn(2, 3, 7, 7, requires_grad=True)
+    w_cpu = torch.randn(4, 3, 3, 3, requires_grad=True)
+    b_cpu = torch.randn(4, requires_grad=True)
+    x, w, b = (t.detach().devx().requires_grad_() for t in (x_cpu, w_cpu, b_cpu))
+    y = torch.nn.functional.conv2d(x, w, b, stride=2, padding=1)
+    y_cpu = torch.nn.functional.conv2d(x_cpu, w_cpu, b_cpu, stride=2, padding=1)
+    assert_close(y.detach().cpu(), y_cpu.detach(), atol=1e-5, rtol=1e-5)
+    y.square().sum().backward()
+    y_cpu.square().sum().backward()
+    for got, want in ((x, x_cpu), (w, w_cpu), (b, b_cpu)):
+        assert_close(got.grad.cpu(), want.grad, atol=1e-4, rtol=1e-5)
+    stats = fallback.fallback_stats()
+    assert stats.get("convolution_overrideable") == 1 and stats.get("convolution_backward_overrideable") == 1
+
+
+def test_training_with_every_native_op_forced_matches_cpu(fallback):
+    """DIPU_FORCE_FALLBACK_OPS_LIST='.*' sends every table op to the CPU: slower, never different."""
+    torch.manual_seed(0)
+    model_cpu = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    model = __import__("copy").deepcopy(model_cpu).devx()
+    x, y = torch.randn(5, 6), torch.tensor([0, 1, 2, 1, 0])
+    os.environ[ENV] = ".*"
+    for m, dev in ((model, "devx"), (model_cpu, "cpu")):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(3):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(m(x.to(dev)), y.to(dev)).backward()
+            opt.step()
+    assert len(fallback.fallback_stats()) > 5
+    for p, q in zip(model.parameters(), model_cpu.parameters()):
+        assert p.device.type == "devx"
+        assert_close(p.detach().cpu(), q.detach(), atol=1e-6, rtol=1e-5)
+
+
+def test_random_op_on_the_fallback_uses_the_devx_generator(fallback):
+    """multinomial has no devx kernel; seeding the devx device must still make it reproducible,
+    and it must not draw from (and advance) the CPU's generator."""
+    probs = torch.rand(10).devx()
+    torch.devx.manual_seed(5)
+    first = torch.multinomial(probs, 6, replacement=True)
+    torch.devx.manual_seed(5)
+    cpu_state = torch.get_rng_state()
+    again = torch.multinomial(probs, 6, replacement=True)
+    assert "multinomial" in fallback.fallback_stats()
+    assert torch.equal(first.cpu(), again.cpu()), (first.cpu().tolist(), again.cpu().tolist())
+    assert torch.equal(torch.get_rng_state(), cpu_state), "the CPU generator was used"
+    # an explicit devx generator is accepted too
+    g = torch.Generator(device="devx")
+    g.manual_seed(3)
+    a = torch.multinomial(probs, 6, replacement=True, generator=g)
+    g.manual_seed(3)
+    b = torch.multinomial(probs, 6, replacement=True, generator=g)
+    assert torch.equal(a.cpu(), b.cpu())

@@ -169,6 +169,50 @@ def test_backward_of_a_leaf_created_on_devx(fallback):
     assert_close(x.grad.cpu(), x_c.grad)
 
 
+# --- mixed precision
+
+
+def test_grad_scaler_step_matches_cpu(fallback):
+    """torch.amp.GradScaler: the scaled backward, the unscale before the step and the scale update
+    give the CPU's parameters."""
+    torch.manual_seed(0)
+    m_cpu = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    m = copy.deepcopy(m_cpu).devx()
+    x, y = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
+    scales = []
+    for model, dev in ((m, "devx"), (m_cpu, "cpu")):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler(dev, init_scale=64.0, growth_interval=1)
+        for _ in range(2):
+            opt.zero_grad()
+            scaler.scale(F.cross_entropy(model(x.to(dev)), y.to(dev))).backward()
+            scaler.step(opt)
+            scaler.update()
+        scales.append(scaler.get_scale())
+    assert scales[0] == scales[1]
+    for p, q in zip(m.parameters(), m_cpu.parameters()):
+        assert_close(p.grad.cpu(), q.grad, atol=ATOL, rtol=RTOL)
+        assert_close(p.detach().cpu(), q.detach(), atol=ATOL, rtol=RTOL)
+
+
+def test_autocast_on_devx(fallback):
+    """torch.autocast("devx") (bf16 is in torch.devx.get_amp_supported_dtype()) runs a linear layer
+    in bfloat16 as CPU autocast does."""
+    assert torch.bfloat16 in torch.devx.get_amp_supported_dtype()
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 4)
+    x = torch.randn(3, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = lin(x)
+    lin_d = copy.deepcopy(lin).devx()
+    with torch.autocast("devx", dtype=torch.bfloat16):
+        got = lin_d(x.devx())
+        s = got.float().sum()
+    assert got.dtype == want.dtype == torch.bfloat16
+    assert_close(got.cpu(), want)
+    assert s.dtype == torch.float32
+
+
 # --- weight tying and parameter identity
 
 

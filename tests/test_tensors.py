@@ -364,6 +364,27 @@ def test_out_of_the_wrong_size_is_resized(wrong_shape):
             assert_close(base.cpu()[2:4], (a + b).flatten()[:2])
 
 
+@pytest.mark.parametrize("op", ["copy_", "add_", "mul_out"])
+def test_partial_overlap_is_rejected_as_on_the_cpu(op):
+    """Writing a tensor from a shifted view of itself is refused by PyTorch (CPU and CUDA) rather
+    than giving a result that depends on the kernel's traversal order."""
+    calls = {
+        "copy_": lambda x: x[1:].copy_(x[:-1]),
+        "add_": lambda x: x[1:].add_(x[:-1]),
+        "mul_out": lambda x: torch.mul(x[:-1], 2, out=x[1:]),
+    }
+    with pytest.raises(RuntimeError, match="unsupported operation") as on_cpu:
+        calls[op](torch.arange(6.0))
+    x = torch.arange(6.0, device="devx")
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        calls[op](x)
+    assert "single memory location" in str(on_cpu.value)
+    # a full overlap (the same elements) is fine on both
+    y = torch.arange(6.0, device="devx")
+    y.add_(y)
+    assert y.cpu().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+
+
 # --- .item() and printing
 
 

@@ -24,7 +24,9 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 _environ.watch()
 
-from . import cuda_mock, diagnostics  # noqa: E402
+from . import _autograd_exit, cuda_mock, diagnostics  # noqa: E402
+
+_autograd_exit.install()
 
 if _environ.flag("DEVX_MOCK_CUDA", default=True):
     cuda_mock.enable()
