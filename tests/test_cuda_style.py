@@ -76,7 +76,7 @@ def test_cuda_style_training_script_runs_on_devx(fallback):
 
 def test_cuda_queries_answer_for_devx():
     assert torch.cuda.is_available()
-    assert torch.cuda.device_count() == torch.devx.device_count() == 2
+    assert torch.cuda.device_count() == torch.devx.device_count() >= 2
     assert torch.cuda.current_device() == 0
     assert torch.cuda.get_device_name(0) == torch.devx.get_device_name(0)
     assert torch.cuda.get_device_name() == torch.devx.get_device_name()

@@ -24,7 +24,7 @@ GiB = 1 << 30
 
 def test_device_count_and_availability():
     assert torch.devx.is_available()
-    assert torch.devx.device_count() == NDEV == 2
+    assert torch.devx.device_count() == NDEV >= 2
     assert torch.accelerator.device_count() == NDEV
     assert torch.accelerator.is_available()
 

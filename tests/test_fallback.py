@@ -4,6 +4,7 @@ Every test starts and ends with no forced ops and zeroed counters (the `fallback
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 
@@ -63,6 +64,16 @@ def test_linalg_det_falls_back_with_the_cpu_result(fallback):
     assert_close(got.cpu(), torch.linalg.det(m))
     stats = fallback.fallback_stats()
     assert stats and all(k.startswith("_linalg_det") for k in stats), stats
+
+
+def test_window_functions_on_devx(fallback):
+    """Factories with no devx kernel, some of which ATen implements with per-device kernel stubs."""
+    for name, args in (("hann_window", (16,)), ("hamming_window", (16,)), ("blackman_window", (16,)),
+                       ("bartlett_window", (16,)), ("kaiser_window", (16, True, 8.0))):
+        fn = getattr(torch, name)
+        got = fn(*args, device="devx")
+        assert got.device.type == "devx", name
+        assert_close(got.cpu(), fn(*args), msg=lambda m: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("calls", [1, 3, 5])
@@ -359,7 +370,7 @@ def test_training_with_every_native_op_forced_matches_cpu(fallback):
     """DIPU_FORCE_FALLBACK_OPS_LIST='.*' sends every table op to the CPU: slower, never different."""
     torch.manual_seed(0)
     model_cpu = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
-    model = __import__("copy").deepcopy(model_cpu).devx()
+    model = copy.deepcopy(model_cpu).devx()
     x, y = torch.randn(5, 6), torch.tensor([0, 1, 2, 1, 0])
     os.environ[ENV] = ".*"
     for m, dev in ((model, "devx"), (model_cpu, "cpu")):

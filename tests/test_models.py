@@ -41,7 +41,7 @@ def make_data(kind: str, steps: int, seed: int = 100):
     return [(torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 10, (4,), generator=g)) for _ in range(steps)]
 
 
-def train(model: nn.Module, opt_factory, data, device: str) -> list[float]:
+def train(model: nn.Module, opt_factory, data, device: str) -> torch.Tensor:
     opt = opt_factory(model.parameters())
     model.train()
     losses = []

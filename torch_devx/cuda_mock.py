@@ -83,6 +83,24 @@ def _to(fn: Callable) -> Callable:
     return wrapper
 
 
+def _map_location(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {map_device(k): map_device(v) for k, v in value.items()}
+    return map_device(value)
+
+
+def _load(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if "map_location" in kwargs:
+            kwargs["map_location"] = _map_location(kwargs["map_location"])
+        elif len(args) > 1:
+            args = (args[0], _map_location(args[1])) + args[2:]
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> torch.Tensor:
     if isinstance(device, (str, torch.device)):
         device = map_device(device)
@@ -117,6 +135,7 @@ def enable() -> None:
     for name in _TENSOR_NEW:
         _patch(torch.Tensor, name, _device_kwarg)
     _patch(torch, "set_default_device", _device_first)
+    _patch(torch, "load", _load)
     _patch(torch.Tensor, "to", _to)
     _patch(torch.Tensor, "cuda", lambda original: _tensor_cuda)
     _patch(torch.Tensor, "is_cuda", _is_cuda)

@@ -74,13 +74,15 @@ c10::Device compute_device_for(c10::DeviceIndex device) {
   return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, device);
 }
 
-at::Tensor make_alias(const at::Tensor& t, c10::Device compute_device, c10::DispatchKeySet keyset) {
-  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+c10::intrusive_ptr<c10::StorageImpl> make_alias_storage(c10::StorageImpl* s, c10::Device compute_device) {
   c10::raw::intrusive_ptr::incref(s);
-  auto storage = c10::make_intrusive<c10::StorageImpl>(
+  return c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), s->nbytes(),
       c10::DataPtr(const_cast<void*>(s->data()), s, &release_alias, compute_device), g_alias_allocator,
       /*resizable=*/true);
+}
+
+at::Tensor make_alias(const at::Tensor& t, c10::intrusive_ptr<c10::StorageImpl> storage, c10::DispatchKeySet keyset) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)), keyset, t.dtype());
   impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   if (C10_UNLIKELY(t.is_conj())) impl->_set_conj(true);
@@ -143,10 +145,19 @@ at::Tensor ComputeScope::in(const at::Tensor& t) const {
   c10::Device d = t.device();
   if (C10_LIKELY(d.type() == kDevx)) {
     if (C10_UNLIKELY(d.index() != device_)) mixed_devices(t, device_);
-    return make_alias(t, compute_device_, keyset_);
+    return make_alias(t, alias_storage(t.storage().unsafeGetStorageImpl()), keyset_);
   }
   if (d.type() == c10::kCPU && t.dim() == 0) return t;
   mixed_devices(t, device_);
+}
+
+c10::intrusive_ptr<c10::StorageImpl> ComputeScope::alias_storage(c10::StorageImpl* devx_storage) const {
+  for (const auto& [devx, alias] : aliases_) {
+    if (devx == devx_storage) return alias;
+  }
+  auto alias = make_alias_storage(devx_storage, compute_device_);
+  aliases_.emplace_back(devx_storage, alias);
+  return alias;
 }
 
 std::optional<at::Tensor> ComputeScope::in(const std::optional<at::Tensor>& t) const {
@@ -242,11 +253,6 @@ at::Tensor alias_to_devx(const at::Tensor& r, c10::DeviceIndex device) {
   if (C10_UNLIKELY(r.is_conj())) impl->_set_conj(true);
   if (C10_UNLIKELY(r.is_neg())) impl->_set_neg(true);
   return at::Tensor(std::move(impl));
-}
-
-at::Tensor alias_to_compute(const at::Tensor& t) {
-  TORCH_CHECK(g_compute_type >= 0, "devx: vendor '", vendor().name, "' runs no ATen kernels on its memory");
-  return make_alias(t, compute_device_for(t.device().index()), compute_keyset());
 }
 
 void install_compute_routing(int compute_device_type) {

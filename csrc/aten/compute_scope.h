@@ -20,6 +20,8 @@
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/DispatchKeySet.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/SmallVector.h>
 
 #include <vector>
 
@@ -51,6 +53,10 @@ class ComputeScope {
   void sync_back(at::TensorList devx_tensors, const std::vector<at::Tensor>& aliases) const;
 
  private:
+  // Arguments that share a devx storage share one alias storage, so the compute device's
+  // kernels see the sharing (overlap checks, in-place ops reading their own output).
+  c10::intrusive_ptr<c10::StorageImpl> alias_storage(c10::StorageImpl* devx_storage) const;
+  mutable c10::SmallVector<std::pair<c10::StorageImpl*, c10::intrusive_ptr<c10::StorageImpl>>, 4> aliases_;
   c10::DeviceIndex device_;
   c10::Device compute_device_;
   c10::DispatchKeySet keyset_;
@@ -60,8 +66,6 @@ class ComputeScope {
 // The devx tensor over the same bytes as compute-device tensor `r` (see ComputeScope::out),
 // usable outside a scope by code that aliases by hand (copies, the fallback).
 at::Tensor alias_to_devx(const at::Tensor& r, c10::DeviceIndex device);
-// A compute-device alias of devx tensor `t`, outside any scope.
-at::Tensor alias_to_compute(const at::Tensor& t);
 
 // Installs the routing compute-device allocator. Called once the vendor is known.
 void install_compute_routing(int compute_device_type);

@@ -10,6 +10,7 @@
 
 #include "aten/compute_scope.h"
 #include "runtime/device.h"
+#include "runtime/generator.h"
 #include "runtime/log.h"
 
 namespace devx {
@@ -56,24 +57,30 @@ bool returns_view(const c10::FunctionSchema& schema) {
   return false;
 }
 
-// Applies `f` to every tensor held by `v` (a tensor, a tensor list or an optional-tensor list),
-// replacing it in place.
+// Replaces `v` (a tensor, a tensor list or an optional-tensor list) by the same with `f` applied
+// to each tensor. Lists are rebuilt, not edited: c10::List shares its elements with every copy,
+// and the caller keeps the originals.
 template <typename F>
 void map_tensors(c10::IValue& v, F f) {
   if (v.isTensor()) {
     v = f(v.toTensor());
   } else if (v.isTensorList()) {
-    auto list = v.toTensorList();
-    for (size_t i = 0; i < list.size(); ++i) list[i] = f(list[i]);
-    v = list;
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
+    v = std::move(out);
   } else if (v.isOptionalTensorList()) {
-    auto list = v.toOptionalTensorList();
-    for (size_t i = 0; i < list.size(); ++i) {
-      std::optional<at::Tensor> t = list[i];
-      if (t.has_value()) list[i] = f(*t);
+    c10::List<std::optional<at::Tensor>> out;
+    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+      out.push_back(t.has_value() ? std::optional<at::Tensor>(f(*t)) : std::nullopt);
     }
-    v = list;
+    v = std::move(out);
   }
+}
+
+bool is_generator_arg(const c10::Argument& arg) {
+  const c10::TypePtr& type = arg.type();
+  auto opt = type->cast<c10::OptionalType>();
+  return (opt ? opt->getElementType() : type)->kind() == c10::TypeKind::GeneratorType;
 }
 
 // The op's devx device; every devx tensor argument must be on it and CPU tensors must be 0-dim
@@ -126,6 +133,29 @@ void run_view_on_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack
   }
 }
 
+// PyTorch routes PrivateUse1 convolutions to the *_overrideable ops, which have no CPU kernel:
+// their CPU form is the plain convolution op (the backward also wants the bias sizes).
+const c10::OperatorHandle* cpu_form(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& name = op.operator_name().name;
+  if (name == "aten::convolution_overrideable") {
+    static const auto conv = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+    return &conv;
+  }
+  if (name == "aten::convolution_backward_overrideable") {
+    static const auto conv_bwd = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+    // (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups,
+    //  output_mask): insert bias_sizes after weight.
+    const size_t first = stack->size() - 10;
+    const at::Tensor& weight = (*stack)[first + 2].toTensor();
+    bool transposed = (*stack)[first + 6].toBool();
+    int64_t groups = (*stack)[first + 8].toInt();
+    std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
+    stack->insert(stack->begin() + static_cast<std::ptrdiff_t>(first + 3), c10::IValue(bias_sizes));
+    return &conv_bwd;
+  }
+  return &op;
+}
+
 }  // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -151,13 +181,20 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
       v = c10::IValue(c10::Device(c10::kCPU));
       continue;
     }
+    if (is_generator_arg(schema.arguments()[i])) {
+      // Draw from the devx generator, as the native kernel would, not the CPU's.
+      std::optional<at::Generator> gen;
+      if (v.isGenerator()) gen = v.toGenerator();
+      v = c10::IValue(compute_generator_for(gen, device));
+      continue;
+    }
     map_tensors(v, [](const at::Tensor& t) { return is_devx(t) ? to_cpu(t) : t; });
   }
   // Keep the CPU versions of written arguments: the kernel writes into them.
   std::vector<c10::IValue> written_cpu;
   for (auto& [i, original] : written) written_cpu.push_back((*stack)[first + i]);
 
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  cpu_form(op, stack)->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 
   for (size_t k = 0; k < written.size(); ++k) {
     c10::IValue& original = written[k].second;

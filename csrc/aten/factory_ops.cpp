@@ -86,4 +86,10 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(empty), 0, {0}, {});
 }
 
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kDevx, "devx: record_stream expects a devx stream, got a ",
+              stream.device_type(), " stream");
+  devx_allocator()->recordStream(self.storage().data_ptr(), stream);
+}
+
 }  // namespace devx::ops

@@ -27,5 +27,6 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
 c10::Scalar local_scalar_dense(const at::Tensor& self);
+void record_stream(at::Tensor& self, c10::Stream stream);
 
 }  // namespace devx::ops
