@@ -316,3 +316,14 @@ def test_mock_cuda_off_at_import():
     proc = run_python(MOCK_OFF_SCRIPT, DEVX_MOCK_CUDA="0")
     assert_child_ok(proc)
     assert "MOCK-OFF-OK" in proc.stdout
+
+
+def test_cuda_autocast_means_devx_autocast():
+    """torch.autocast("cuda") and torch.cuda.amp.autocast cast devx matmuls, as on a GPU."""
+    a = torch.randn(4, 4).cuda()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        assert (a @ a).dtype == torch.bfloat16
+        assert torch.softmax(a, -1).dtype == torch.float32  # an fp32-policy op stays fp32
+    with torch.cuda.amp.autocast(dtype=torch.float16):
+        assert (a @ a).dtype == torch.float16
+    assert (a @ a).dtype == torch.float32

@@ -101,6 +101,14 @@ def _load(fn: Callable) -> Callable:
     return wrapper
 
 
+def _autocast_init(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def __init__(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+        original(self, "devx" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    return __init__
+
+
 def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> torch.Tensor:
     if isinstance(device, (str, torch.device)):
         device = map_device(device)
@@ -136,6 +144,7 @@ def enable() -> None:
         _patch(torch.Tensor, name, _device_kwarg)
     _patch(torch, "set_default_device", _device_first)
     _patch(torch, "load", _load)
+    _patch(torch.autocast, "__init__", _autocast_init)
     _patch(torch.Tensor, "to", _to)
     _patch(torch.Tensor, "cuda", lambda original: _tensor_cuda)
     _patch(torch.Tensor, "is_cuda", _is_cuda)
