@@ -13,9 +13,9 @@ def coverage(show_all: bool) -> None:
 
     table = torch_devx.diagnostics.coverage()
     counts = Counter(table.values())
-    print(f"vendor {torch_devx.vendor}: {len(table)} ops in the devx op table — "
-          f"{counts['vendor']} vendor kernels, {counts['aten']} ATen kernels on devx memory, "
-          f"{counts['fallback']} CPU fallback")
+    print(f"vendor {torch_devx.vendor}: {len(table)} aten ops — {counts['vendor']} vendor kernels, "
+          f"{counts['aten']} ATen kernels on devx memory through generated wrappers, "
+          f"{counts['aten-boxed']} through the boxed long-tail kernel, {counts['fallback']} CPU fallback")
     for op, source in sorted(table.items()):
         if show_all or source == "fallback":
             print(f"  {source:8s} {op}")

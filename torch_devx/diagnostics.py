@@ -32,6 +32,7 @@ def force_fallback() -> list[str]:
 
 
 def coverage() -> dict[str, str]:
-    """For every op with a generated devx wrapper: 'vendor' (the vendor's own kernel), 'aten'
-    (ATen's kernel of the vendor's compute device on devx memory) or 'fallback' (CPU)."""
+    """For every aten op devx registers: 'vendor' (the vendor's own kernel), 'aten' (ATen's kernel
+    of the vendor's compute device on devx memory, through a generated wrapper), 'aten-boxed' (the
+    same through the one boxed kernel of the long tail) or 'fallback' (the CPU fallback)."""
     return dict(_C._coverage())

@@ -180,9 +180,14 @@ std::vector<at::Tensor> ComputeScope::in(const at::ITensorListRef& ts) const {
 }
 
 c10::List<std::optional<at::Tensor>> ComputeScope::in(const c10::List<std::optional<at::Tensor>>& ts) const {
+  // Only indexing ops take optional-tensor lists, and their indices may live on the CPU, as with
+  // CUDA tensors: the compute device's kernels accept them there.
   c10::List<std::optional<at::Tensor>> out;
   out.reserve(ts.size());
-  for (const std::optional<at::Tensor>& t : ts) out.push_back(in(t));
+  for (const std::optional<at::Tensor>& t : ts) {
+    bool on_cpu = t.has_value() && t->defined() && t->device().type() == c10::kCPU;
+    out.push_back(on_cpu ? t : in(t));
+  }
   return out;
 }
 

@@ -8,7 +8,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "aten/compute_scope.h"
+#include "aten/boxed_compute.h"
+#include "aten/stack_util.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
 #include "runtime/log.h"
@@ -57,82 +58,6 @@ bool returns_view(const c10::FunctionSchema& schema) {
   return false;
 }
 
-// Replaces `v` (a tensor, a tensor list or an optional-tensor list) by the same with `f` applied
-// to each tensor. Lists are rebuilt, not edited: c10::List shares its elements with every copy,
-// and the caller keeps the originals.
-template <typename F>
-void map_tensors(c10::IValue& v, F f) {
-  if (v.isTensor()) {
-    v = f(v.toTensor());
-  } else if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
-    v = std::move(out);
-  } else if (v.isOptionalTensorList()) {
-    c10::List<std::optional<at::Tensor>> out;
-    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
-      out.push_back(t.has_value() ? std::optional<at::Tensor>(f(*t)) : std::nullopt);
-    }
-    v = std::move(out);
-  }
-}
-
-bool is_generator_arg(const c10::Argument& arg) {
-  const c10::TypePtr& type = arg.type();
-  auto opt = type->cast<c10::OptionalType>();
-  return (opt ? opt->getElementType() : type)->kind() == c10::TypeKind::GeneratorType;
-}
-
-// The op's devx device; every devx tensor argument must be on it and CPU tensors must be 0-dim
-// scalars, the same rule the native path (and CUDA) applies.
-c10::DeviceIndex device_of_args(const torch::jit::Stack& stack, size_t first, size_t n) {
-  std::optional<c10::DeviceIndex> found;
-  bool has_cpu_tensor = false;
-  c10::Device cpu_device(c10::kCPU);
-  auto check = [&](const at::Tensor& t) {
-    if (!t.defined()) return;
-    if (is_devx(t)) {
-      if (!found) found = t.device().index();
-      TORCH_CHECK(*found == t.device().index(), "Expected all tensors to be on the same device, but found at least "
-                  "two devices, ", devx_device(*found), " and ", t.device(), "!");
-    } else if (t.dim() > 0) {
-      has_cpu_tensor = true;
-      cpu_device = t.device();
-    }
-  };
-  for (size_t i = first; i < first + n; ++i) {
-    const c10::IValue& v = stack[i];
-    if (v.isTensor()) {
-      check(v.toTensor());
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) check(t);
-    } else if (v.isOptionalTensorList()) {
-      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
-        if (t.has_value()) check(*t);
-      }
-    } else if (v.isDevice() && v.toDevice().type() == kDevx && !found) {
-      found = v.toDevice().index();
-    }
-  }
-  c10::DeviceIndex device = found.value_or(current_device());
-  TORCH_CHECK(!(found && has_cpu_tensor), "Expected all tensors to be on the same device, but found at least two "
-              "devices, ", devx_device(device), " and ", cpu_device, "! (only 0-dim CPU tensors may be mixed in)");
-  return device;
-}
-
-void run_view_on_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t first, size_t n,
-                         c10::DeviceIndex device) {
-  ComputeScope scope;
-  for (size_t i = first; i < first + n; ++i) {
-    map_tensors((*stack)[i], [&](const at::Tensor& t) { return scope.in(t); });
-  }
-  op.redispatchBoxed(scope.keyset(), stack);
-  size_t nret = op.schema().returns().size();
-  for (size_t i = stack->size() - nret; i < stack->size(); ++i) {
-    map_tensors((*stack)[i], [&](const at::Tensor& t) { return scope.out(t); });
-  }
-}
-
 // PyTorch routes PrivateUse1 convolutions to the *_overrideable ops, which have no CPU kernel:
 // their CPU form is the plain convolution op (the backward also wants the bias sizes).
 const c10::OperatorHandle* cpu_form(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -167,7 +92,7 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
   DevxGuard guard(device);
 
   if (returns_view(schema)) {
-    run_view_on_aliases(op, stack, first, nargs, device);
+    boxed_compute(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
     return;
   }
 
@@ -214,16 +139,8 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
   const size_t ret_first = stack->size() - returns.size();
   for (size_t r = 0; r < returns.size(); ++r) {
     c10::IValue& v = (*stack)[ret_first + r];
-    const auto* alias = returns[r].alias_info();
-    if (alias && alias->isWrite()) {
-      // A result that is a written argument is that argument, as the caller holds it.
-      for (size_t k = 0; k < written.size(); ++k) {
-        const auto* arg_alias = schema.arguments()[written[k].first].alias_info();
-        if (arg_alias->beforeSets() == alias->beforeSets()) {
-          v = written[k].second;
-          break;
-        }
-      }
+    if (const c10::IValue* original = written_argument_for(schema, returns[r], written)) {
+      v = *original;
       continue;
     }
     map_tensors(v, [&](const at::Tensor& t) { return to_devx(t, device); });

@@ -36,6 +36,22 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   return at::detail::empty_strided_generic(size, stride, devx_allocator(), kDevxKeys, c10::dtype_or_default(dtype));
 }
 
+// A ZeroTensor has sizes but no bytes: the ZeroTensor key answers for its (zero) values.
+at::Tensor efficientzerotensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                              std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                              std::optional<bool> pin_memory) {
+  check_factory_args(layout, pin_memory);
+  DevxGuard guard(device);
+  // The storage keeps its allocator, so this one must outlive every ZeroTensor.
+  struct NoBytes final : c10::Allocator {
+    c10::DataPtr allocate(size_t) override { return {nullptr, devx_device(current_device())}; }
+    void copy_data(void*, const void*, std::size_t) const override {}
+  };
+  static NoBytes no_bytes;
+  auto keys = kDevxKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(size, &no_bytes, keys, c10::dtype_or_default(dtype), std::nullopt);
+}
+
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> memory_format) {
   DevxGuard guard(self.device());
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();

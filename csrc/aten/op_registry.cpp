@@ -34,6 +34,10 @@ void resolve_handles() {
 
 }  // namespace
 
+bool vendor_supports(const std::string& op) {
+  return !g_vendor->op_supported || g_vendor->op_supported(op.c_str()) != 0;
+}
+
 void init_kernel_table() {
   resolve_handles();
   const DevxVendorApi& v = vendor();
@@ -50,7 +54,8 @@ void init_kernel_table() {
     if (it != own.end()) {
       g_kernels[i] = it->second;
       g_sources[i] = KernelSource::kVendor;
-    } else if (compute_key && g_handles[i].hasComputedKernelForDispatchKey(*compute_key)) {
+    } else if (compute_key && g_handles[i].hasComputedKernelForDispatchKey(*compute_key) &&
+               vendor_supports(op_overload_name(i))) {
       g_kernels[i] = g_compute_kernels[i];
       g_sources[i] = KernelSource::kCompute;
     } else {

@@ -25,6 +25,9 @@ extern void* g_kernels[gen::kNumOps];
 
 enum class KernelSource { kVendor, kCompute, kFallback };
 
+// Whether the loaded vendor lets its compute device run `op` ("add.out"); see op_supported.
+bool vendor_supports(const std::string& op);
+
 // Fills g_kernels for the loaded vendor; run once after the vendor is loaded.
 void init_kernel_table();
 KernelSource kernel_source(int op);

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/Generator.h>
 
+#include "aten/boxed_compute.h"
 #include "aten/compute_scope.h"
 #include "aten/cpu_fallback.h"
 #include "aten/diagnostics.h"
@@ -26,6 +27,7 @@ void init(const std::string& library_dir) {
   devx::load_vendor(library_dir);
   devx::install_compute_routing(devx::vendor().compute_device_type);
   devx::init_kernel_table();
+  devx::register_long_tail();
   devx::diag::refresh();
 }
 
@@ -54,6 +56,8 @@ std::vector<std::pair<std::string, std::string>> coverage() {
     }
     out.emplace_back(devx::op_overload_name(i), source);
   }
+  for (const std::string& name : devx::long_tail_ops()) out.emplace_back(name, "aten-boxed");
+  for (const std::string& name : devx::long_tail_refused()) out.emplace_back(name, "fallback");
   return out;
 }
 

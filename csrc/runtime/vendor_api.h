@@ -118,6 +118,11 @@ typedef struct DevxVendorApi {
 
   // Kernels the vendor implements itself (may be empty). Terminated by {NULL, NULL}.
   const DevxVendorKernel* kernels;
+
+  // Whether ATen's kernel of compute_device_type may run op `op` ("add.out") on this vendor's
+  // memory; 0 sends the op to the CPU fallback. NULL: every op the compute device implements.
+  // Asked once per op, after init().
+  int (*op_supported)(const char* op);
 } DevxVendorApi;
 
 typedef const DevxVendorApi* (*DevxVendorGetApiFn)(void);

@@ -43,4 +43,6 @@ DevxStatus event_synchronize(DevxEventHandle event);
 DevxStatus event_query(DevxEventHandle event);
 DevxStatus event_elapsed_ms(DevxEventHandle start, DevxEventHandle end, float* ms);
 
+int op_supported(const char* op);
+
 }  // namespace devx::cpu_sim

@@ -45,6 +45,7 @@ DevxVendorApi make_api() {
   api.event_query = event_query;
   api.event_elapsed_ms = event_elapsed_ms;
   api.kernels = kKernels;
+  api.op_supported = op_supported;
   return api;
 }
 

@@ -71,6 +71,7 @@ class Runtime {
 
   // Valid after init().
   bool async() const { return settings_.async; }
+  const Settings& settings() const { return settings_; }
   int device_count() const { return static_cast<int>(devices_.size()); }
   Device& device(int index) { return *devices_[index]; }
   // The device whose memory holds [ptr, ptr + size), or -1.

@@ -129,6 +129,23 @@ DevxStatus read_settings(Settings* out) {
     }
   }
 
+  if (const char* raw = std::getenv("DEVX_SIM_UNSUPPORTED_OPS"); raw && !trim(raw).empty()) {
+    std::string spec = raw;
+    size_t pos = 0;
+    while (pos <= spec.size()) {
+      size_t comma = spec.find(',', pos);
+      std::string item(trim(std::string_view(spec).substr(pos, comma == std::string::npos ? std::string::npos : comma - pos)));
+      pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+      if (item.empty()) continue;
+      try {
+        settings.unsupported_ops.emplace_back(item, std::regex::ECMAScript | std::regex::optimize);
+      } catch (const std::regex_error& e) {
+        return bad("DEVX_SIM_UNSUPPORTED_OPS", raw, "has '" + item + "', which is not a regular expression (" +
+                                                       e.what() + ")");
+      }
+    }
+  }
+
   *out = settings;
   return DEVX_OK;
 }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <regex>
+#include <vector>
 
 #include "runtime/vendor_api.h"
 
@@ -11,6 +13,9 @@ struct Settings {
   int devices = 2;                   // DEVX_SIM_DEVICES: 2, so multi-device code is exercised
   size_t memory = size_t{16} << 30;  // DEVX_SIM_MEMORY: the capacity of each device
   bool async = false;                // DEVX_SIM_ASYNC: a worker thread per stream
+  // DEVX_SIM_UNSUPPORTED_OPS: comma-separated regexes of ops the simulated hardware lacks (matched
+  // against "add.out" and "add"), to rehearse a vendor with an incomplete kernel library.
+  std::vector<std::regex> unsupported_ops;
 };
 
 constexpr int kMaxDevices = 64;

@@ -1,0 +1,60 @@
+#include "aten/stack_util.h"
+
+#include "runtime/device.h"
+
+namespace devx {
+
+bool is_generator_arg(const c10::Argument& arg) {
+  const c10::TypePtr& type = arg.type();
+  auto opt = type->cast<c10::OptionalType>();
+  return (opt ? opt->getElementType() : type)->kind() == c10::TypeKind::GeneratorType;
+}
+
+c10::DeviceIndex device_of_args(const torch::jit::Stack& stack, size_t first, size_t n) {
+  std::optional<c10::DeviceIndex> found;
+  bool has_cpu_tensor = false;
+  c10::Device cpu_device(c10::kCPU);
+  auto check = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.device().type() == kDevx) {
+      if (!found) found = t.device().index();
+      TORCH_CHECK(*found == t.device().index(), "Expected all tensors to be on the same device, but found at least "
+                  "two devices, ", devx_device(*found), " and ", t.device(), "!");
+    } else if (t.dim() > 0) {
+      has_cpu_tensor = true;
+      cpu_device = t.device();
+    }
+  };
+  for (size_t i = first; i < first + n; ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      check(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) check(t);
+    } else if (v.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+        if (t.has_value()) check(*t);
+      }
+    } else if (v.isDevice() && v.toDevice().type() == kDevx && !found) {
+      found = v.toDevice().index();
+    }
+  }
+  c10::DeviceIndex device = found.value_or(current_device());
+  TORCH_CHECK(!(found && has_cpu_tensor), "Expected all tensors to be on the same device, but found at least two "
+              "devices, ", devx_device(device), " and ", cpu_device, "! (only 0-dim CPU tensors may be mixed in)");
+  return device;
+}
+
+
+const c10::IValue* written_argument_for(const c10::FunctionSchema& schema, const c10::Argument& ret,
+                                        const std::vector<std::pair<size_t, c10::IValue>>& written) {
+  const auto* alias = ret.alias_info();
+  if (!alias || !alias->isWrite()) return nullptr;
+  for (const auto& [index, original] : written) {
+    const auto* arg_alias = schema.arguments()[index].alias_info();
+    if (arg_alias && arg_alias->beforeSets() == alias->beforeSets()) return &original;
+  }
+  return nullptr;
+}
+
+}  // namespace devx
