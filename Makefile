@@ -14,7 +14,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(DEPS): | $(PY)
-	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)" numpy pyyaml pytest setuptools wheel cmake ninja
+	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)" numpy pyyaml pytest expecttest setuptools wheel cmake ninja
 	touch $@
 
 # Re-run every time: the CMake build underneath is incremental, so this costs seconds when

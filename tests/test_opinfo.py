@@ -13,6 +13,7 @@ check runs, with mocking switched off for the duration (opinfo_coverage.cuda_moc
 """
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -27,12 +28,13 @@ SAMPLES_PER_OP = 2
 NATIVE_BAR = 95.0
 FORWARD_BAR = 99.0
 BACKWARD_BAR = 98.0
-# op_db of torch 2.11-2.14 has some 700 OpInfos, about 685 of them dense float32/int64 ops: a
+# op_db of torch 2.13 has 702 OpInfos, 685 of them applicable here (dense, float32/int64): a
 # much smaller count means op_db did not load as expected, not that coverage is good.
 MIN_APPLICABLE = 600
 
 OP_DB = oc.load_op_db()
 OPS, NOT_APPLICABLE = oc.applicable_ops(OP_DB)
+BY_NAME = {oc.full_name(op): op for op in OPS}
 
 
 @pytest.fixture
@@ -58,14 +60,27 @@ def test_op_matches_cpu(op, checks):
     assert res.ok, _report(res)
 
 
-def test_coverage_detects_fallback(checks, devx):
-    """The bars below mean something only if an op on the fallback is seen as not native."""
-    add = next(op for op in OPS if oc.full_name(op) == "add")
+# The two checks of the check: the bars below mean something only if an op on the fallback is
+# seen as not native, and a devx result that differs from the CPU's is seen as wrong.
+
+
+def test_check_detects_fallback(checks, devx):
     devx.diagnostics.set_force_fallback(["add.Tensor"])
-    res = oc.check_op(add, limit_samples=1)
+    res = oc.check_op(BY_NAME["add"], limit_samples=1)
     devx.diagnostics.set_force_fallback([])
     assert not res.native and "add.Tensor" in res.fallback_ops, res
     assert res.ok, _report(res)
+
+
+def test_check_detects_wrong_results(checks):
+    import torch
+
+    wrong = copy.copy(BY_NAME["mul"])
+    wrong.op = lambda x, *args, **kwargs: torch.mul(x, *args, **kwargs) * (2 if x.device.type == "devx" else 1)
+    res = oc.check_op(wrong, limit_samples=1)
+    assert res.native and res.samples == 2, res
+    assert not res.forward_ok and res.backward_ok is False, res
+    assert any("int64 sample 0 forward mismatch" in e for e in res.errors), res.errors
 
 
 def test_coverage_bars(checks):

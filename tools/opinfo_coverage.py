@@ -30,7 +30,6 @@ import re
 import sys
 import time
 import types
-import unittest
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -75,23 +74,9 @@ def cuda_mock_off() -> Iterator[None]:
             cuda_mock.enable()
 
 
-def _install_expecttest_stand_in() -> None:
-    # torch.testing._internal.common_utils imports expecttest (a dev dependency of PyTorch)
-    # only to derive its TestCase from expecttest.TestCase and to read expecttest.ACCEPT.
-    # Nothing here uses expect tests, so a stand-in does where the package is not installed.
-    try:
-        import expecttest  # noqa: F401
-    except ImportError:
-        stub = types.ModuleType("expecttest")
-        stub.TestCase = unittest.TestCase  # type: ignore[attr-defined]
-        stub.ACCEPT = False  # type: ignore[attr-defined]
-        sys.modules["expecttest"] = stub
-
-
 def load_op_db() -> list:
     """op_db, imported with CUDA mocking off and without leaving torch.backends flags frozen
     (common_utils freezes them at import; the rest of a test process may set them)."""
-    _install_expecttest_stand_in()
     frozen = torch.backends.flags_frozen()
     with cuda_mock_off():
         from torch.testing._internal.common_methods_invocations import op_db
@@ -389,22 +374,23 @@ def _runs_on_devx(parts: Any) -> bool:
     return walk(parts) and found_devx
 
 
-def _devx_parts(sample: Any, placed: Any) -> tuple[list, bool]:
-    """([input, args, kwargs] for devx, whether OpInfo's own devx placement was used)."""
+def _devx_parts(sample: Any, placed: Any) -> list:
+    """[input, args, kwargs] for devx: placed as in `placed` (the sample generated for devx)
+    where its structure matches, else every tensor on devx."""
     parts = [sample.input, sample.args, sample.kwargs]
     if placed is not None:
         try:
-            return _merge(parts, [placed.input, placed.args, placed.kwargs], {}), True
+            return _merge(parts, [placed.input, placed.args, placed.kwargs], {})
         except _Mismatch:
             pass
-    return _map(parts, _leaf_copy("devx"), "devx", {}), False
+    return _map(parts, _leaf_copy("devx"), "devx", {})
 
 
 def _check_sample(op: Any, sample: Any, placed: Any, tag: str, dtype: torch.dtype, backward: bool,
                   seed: int, res: OpResult, window: _FallbackWindow, tol: dict[str, float],
                   meta_only: bool) -> None:
     inp_cpu = _map([sample.input, sample.args, sample.kwargs], _leaf_copy("cpu"), "cpu", {})
-    inp_dev, _ = _devx_parts(sample, placed)
+    inp_dev = _devx_parts(sample, placed)
     on_devx = _runs_on_devx(inp_dev)
     cpu = types.SimpleNamespace(input=inp_cpu[0], args=inp_cpu[1], kwargs=inp_cpu[2])
     dev = types.SimpleNamespace(input=inp_dev[0], args=inp_dev[1], kwargs=inp_dev[2])
@@ -430,6 +416,9 @@ def _check_sample(op: Any, sample: Any, placed: Any, tag: str, dtype: torch.dtyp
         return
     try:
         compare(got, want, tol, meta_only, on_devx)
+        if not meta_only:
+            # Arguments an op writes to (resize_, out-like kwargs, in-place samples) too.
+            compare(_tensors(inp_dev), _tensors(inp_cpu), tol, on_devx=False)
     except Exception as e:  # noqa: BLE001
         res.forward_ok = False
         res.errors.append(f"{tag} forward mismatch: {_err(e)}")

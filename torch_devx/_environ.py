@@ -14,6 +14,10 @@ from . import _C
 _VALIDATORS = {
     "DEVX_LOG_LEVEL": _C._reload_log_levels,
     "DIPU_FORCE_FALLBACK_OPS_LIST": _C._refresh_diagnostics,
+    "DIPU_DUMP_OP_ARGS": _C._refresh_diagnostics,
+    "DIPU_AUTOCOMPARE": _C._refresh_diagnostics,
+    "DIPU_AUTOCOMPARE_OPS_LIST": _C._refresh_diagnostics,
+    "DIPU_AUTOCOMPARE_RAISE": _C._refresh_diagnostics,
 }
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any, Callable
 
 from . import _C
 
@@ -36,3 +37,43 @@ def coverage() -> dict[str, str]:
     of the vendor's compute device on devx memory, through a generated wrapper), 'aten-boxed' (the
     same through the one boxed kernel of the long tail) or 'fallback' (the CPU fallback)."""
     return dict(_C._coverage())
+
+
+def set_dump_op_args(level: int) -> None:
+    """Op-argument dumps, as DIPU_DUMP_OP_ARGS: 0 off, 1 op and kernel per call, 2 plus argument
+    and result metadata, 3 plus tensor values."""
+    if level not in (0, 1, 2, 3):
+        raise ValueError(f"dump level {level!r} is not one of 0, 1, 2, 3")
+    os.environ["DIPU_DUMP_OP_ARGS"] = str(level)
+
+
+def set_autocompare(ops: bool | list[str], raise_on_mismatch: bool = False) -> None:
+    """Compare ops with the CPU: True for every op, a list of regexes for some, False/[] for none
+    (DIPU_AUTOCOMPARE / DIPU_AUTOCOMPARE_OPS_LIST / DIPU_AUTOCOMPARE_RAISE)."""
+    if isinstance(ops, bool):
+        os.environ["DIPU_AUTOCOMPARE"] = "1" if ops else "0"
+        os.environ["DIPU_AUTOCOMPARE_OPS_LIST"] = ""
+    else:
+        for p in ops:
+            _C._validate_pattern(p)
+        os.environ["DIPU_AUTOCOMPARE"] = "0"
+        os.environ["DIPU_AUTOCOMPARE_OPS_LIST"] = ",".join(ops)
+    os.environ["DIPU_AUTOCOMPARE_RAISE"] = "1" if raise_on_mismatch else "0"
+
+
+def autocompare_stats() -> dict[str, tuple[int, int]]:
+    """Per op: (comparisons that matched the CPU, comparisons that did not)."""
+    return {op: tuple(v) for op, v in _C._autocompare_stats().items()}
+
+
+def reset_autocompare_stats() -> None:
+    _C._reset_autocompare_stats()
+
+
+def override_kernel(op: str, fn: Callable[..., Any] | None) -> None:
+    """Run the Python function `fn` instead of op `op`'s devx kernel ("add.Tensor"; None
+    restores the kernel). It receives the op's arguments (devx tensors, numbers, lists) and
+    returns its result(s). For prototyping a kernel before writing it for the device, and for
+    planting faults that the other diagnostics must catch. Diagnostics such as autocompare see
+    the override as the op's kernel."""
+    _C._set_override(op, fn)

@@ -7,6 +7,7 @@
 
 #include "aten/compute_scope.h"
 #include "aten/cpu_fallback.h"
+#include "aten/diagnostics.h"
 #include "aten/op_registry.h"
 #include "aten/stack_util.h"
 #include "runtime/device.h"
@@ -41,6 +42,11 @@ bool excluded(const std::string& name) {
   return false;
 }
 
+// What the long-tail ops are registered to: the boxed compute kernel, inside the diagnostics.
+void diagnosed_boxed_compute(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  diag::run(op, ks, stack, [&](torch::jit::Stack* s) { boxed_compute(op, ks, s); });
+}
+
 }  // namespace
 
 void boxed_compute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -64,7 +70,7 @@ void boxed_compute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
       v = c10::IValue(scope.device(v.toDevice()));
       continue;
     }
-    const bool written = arg.alias_info() && arg.alias_info()->isWrite();
+    const bool written = argument_written(schema, i);
     if (written) originals.emplace_back(i, v);
     map_tensors(v, [&](const at::Tensor& t) { return scope.in(t); });
     if (written) aliases.push_back(v);
@@ -113,7 +119,7 @@ std::vector<std::string> register_long_tail() {
       g_refused.push_back(full.substr(std::strlen("aten::")));
       continue;
     }
-    g_library->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&boxed_compute>());
+    g_library->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&diagnosed_boxed_compute>());
     g_long_tail.push_back(full.substr(std::strlen("aten::")));
   }
   // Inherited structured kernels the compute device cannot run: they must reach the fallback.

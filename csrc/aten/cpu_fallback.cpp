@@ -58,8 +58,8 @@ bool returns_view(const c10::FunctionSchema& schema) {
   return false;
 }
 
-// PyTorch routes PrivateUse1 convolutions to the *_overrideable ops, which have no CPU kernel:
-// their CPU form is the plain convolution op (the backward also wants the bias sizes).
+}  // namespace
+
 const c10::OperatorHandle* cpu_form(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.operator_name().name;
   if (name == "aten::convolution_overrideable") {
@@ -81,8 +81,6 @@ const c10::OperatorHandle* cpu_form(const c10::OperatorHandle& op, torch::jit::S
   return &op;
 }
 
-}  // namespace
-
 void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   count(op);
   const auto& schema = op.schema();
@@ -100,8 +98,7 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
   std::vector<std::pair<size_t, c10::IValue>> written;
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = (*stack)[first + i];
-    const auto* alias = schema.arguments()[i].alias_info();
-    if (alias && alias->isWrite()) written.emplace_back(i, v);
+    if (argument_written(schema, i)) written.emplace_back(i, v);
     if (v.isDevice() && v.toDevice().type() == kDevx) {
       v = c10::IValue(c10::Device(c10::kCPU));
       continue;

@@ -14,6 +14,11 @@ namespace devx {
 
 void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
 
+// The op that computes `op` on the CPU, adapting `stack` if its arguments differ. PyTorch routes
+// PrivateUse1 convolutions to the *_overrideable ops, which have no CPU kernel: their CPU form is
+// the plain convolution op (the backward also wants the bias sizes).
+const c10::OperatorHandle* cpu_form(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // Calls per op ("add.out" -> n) since start or the last reset.
 std::map<std::string, int64_t> fallback_stats();
 void reset_fallback_stats();

@@ -1,10 +1,17 @@
 #include "aten/diagnostics.h"
 
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_to_copy.h>
+
 #include <array>
 #include <mutex>
 #include <regex>
+#include <unordered_map>
+#include <unordered_set>
 
+#include "aten/autocompare.h"
 #include "aten/cpu_fallback.h"
+#include "aten/op_dump.h"
 #include "aten/op_registry.h"
 #include "runtime/env.h"
 
@@ -15,12 +22,29 @@ std::atomic<uint32_t> g_gate{1};
 namespace {
 
 constexpr uint32_t kStale = 1u << 0;
-constexpr uint32_t kForceFallback = 1u << 1;
+constexpr uint32_t kOn = 1u << 1;
+
+enum Flag : uint8_t { kForce = 1, kCompare = 2, kOverride = 4 };
+
+struct Settings {
+  std::vector<std::string> force_patterns;
+  std::vector<std::regex> force;
+  int dump_level = 0;
+  bool compare_all = false;
+  std::vector<std::regex> compare;
+  bool compare_raise = false;
+};
 
 std::mutex g_mutex;
-std::vector<std::string> g_patterns;
-// Per generated op; atomics because ops on other threads read it while a refresh rewrites it.
-std::array<std::atomic<uint8_t>, gen::kNumOps> g_forced{};
+Settings g_settings;
+std::unordered_set<std::string> g_overrides;
+OverrideRunner g_override_runner;
+std::function<std::string()> g_location;
+// Per generated op; atomics because ops on other threads read them while a refresh rewrites them.
+std::array<std::atomic<uint8_t>, gen::kNumOps> g_flags{};
+std::atomic<int> g_dump_level{0};
+// Flags of other ops (long tail, by operator name), computed on first use after each refresh.
+std::unordered_map<c10::OperatorName, uint8_t> g_flag_cache;
 // Set while the slow path calls back into the op's own wrapper for its native kernel.
 thread_local bool t_bypass = false;
 
@@ -39,51 +63,98 @@ std::vector<std::string> split_patterns(const std::string& spec) {
   return out;
 }
 
-std::regex compile(const std::string& pattern) {
+std::regex compile(const char* variable, const std::string& pattern) {
   try {
     return std::regex(pattern, std::regex::ECMAScript | std::regex::optimize);
   } catch (const std::regex_error& e) {
-    TORCH_CHECK_VALUE(false, "DIPU_FORCE_FALLBACK_OPS_LIST: '", pattern, "' is not a valid regular expression (",
-                      e.what(), ")");
+    TORCH_CHECK_VALUE(false, variable, ": '", pattern, "' is not a valid regular expression (", e.what(), ")");
   }
+}
+
+std::vector<std::regex> compile_all(const char* variable, const std::vector<std::string>& patterns) {
+  std::vector<std::regex> out;
+  for (const auto& p : patterns) out.push_back(compile(variable, p));
+  return out;
+}
+
+bool matches(const std::vector<std::regex>& res, const std::string& overload) {
+  if (res.empty()) return false;
+  std::string base = overload.substr(0, overload.find('.'));
+  for (const auto& re : res) {
+    if (std::regex_match(overload, re) || std::regex_match(base, re)) return true;
+  }
+  return false;
+}
+
+uint8_t flags_of(const Settings& s, const std::string& overload) {
+  uint8_t f = 0;
+  if (matches(s.force, overload)) f |= kForce;
+  if (s.compare_all || matches(s.compare, overload)) f |= kCompare;
+  if (g_overrides.count(overload)) f |= kOverride;
+  return f;
+}
+
+std::string overload_name(const c10::OperatorName& n) {
+  std::string name = n.name.substr(n.name.find("::") + 2);
+  if (!n.overload_name.empty()) name += "." + n.overload_name;
+  return name;
 }
 
 void refresh_locked() {
-  std::vector<std::string> patterns = split_patterns(env::get_string("DIPU_FORCE_FALLBACK_OPS_LIST", ""));
-  std::vector<std::regex> compiled;
-  for (const auto& p : patterns) compiled.push_back(compile(p));
-  std::vector<uint8_t> forced(gen::kNumOps, 0);
-  bool any = false;
-  for (int i = 0; i < gen::kNumOps && !compiled.empty(); ++i) {
-    std::string overload = op_overload_name(i);
-    std::string base = overload.substr(0, overload.find('.'));
-    for (const auto& re : compiled) {
-      if (std::regex_match(overload, re) || std::regex_match(base, re)) {
-        forced[i] = 1;
-        any = true;
-        break;
-      }
-    }
+  Settings s;
+  s.force_patterns = split_patterns(env::get_string("DIPU_FORCE_FALLBACK_OPS_LIST", ""));
+  s.force = compile_all("DIPU_FORCE_FALLBACK_OPS_LIST", s.force_patterns);
+  s.dump_level = static_cast<int>(env::get_int("DIPU_DUMP_OP_ARGS", 0, 0, 3));
+  s.compare_all = env::get_bool("DIPU_AUTOCOMPARE", false);
+  s.compare = compile_all("DIPU_AUTOCOMPARE_OPS_LIST",
+                          split_patterns(env::get_string("DIPU_AUTOCOMPARE_OPS_LIST", "")));
+  s.compare_raise = env::get_bool("DIPU_AUTOCOMPARE_RAISE", false);
+  bool any = s.dump_level > 0 || !g_overrides.empty();
+  for (int i = 0; i < gen::kNumOps; ++i) {
+    uint8_t f = flags_of(s, op_overload_name(i));
+    any = any || f != 0;
+    g_flags[i].store(f, std::memory_order_relaxed);
   }
-  g_patterns = std::move(patterns);
-  for (int i = 0; i < gen::kNumOps; ++i) g_forced[i].store(forced[i], std::memory_order_relaxed);
-  g_gate.store(any ? kForceFallback : 0, std::memory_order_relaxed);
+  any = any || !s.force.empty() || s.compare_all || !s.compare.empty();
+  g_dump_level.store(s.dump_level, std::memory_order_relaxed);
+  g_settings = std::move(s);
+  g_flag_cache.clear();
+  g_gate.store(any ? kOn : 0, std::memory_order_relaxed);
+}
+
+void refresh_if_stale() {
+  if (g_gate.load(std::memory_order_relaxed) & kStale) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_gate.load(std::memory_order_relaxed) & kStale) refresh_locked();
+  }
+}
+
+uint8_t flags_for(const c10::OperatorHandle& op) {
+  int index = op_index(op.operator_name());
+  if (index >= 0) return g_flags[index].load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_flag_cache.find(op.operator_name());
+  if (it == g_flag_cache.end()) {
+    it = g_flag_cache.emplace(op.operator_name(), flags_of(g_settings, overload_name(op.operator_name()))).first;
+  }
+  return it->second;
+}
+
+std::string location() {
+  return g_location ? g_location() : std::string();
 }
 
 void slow_path_fn(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  int index = op_index(op.operator_name());
-  if (index >= 0 && g_forced[index].load(std::memory_order_relaxed)) {
-    cpu_fallback(op, ks, stack);
-    return;
-  }
-  t_bypass = true;
-  try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
-  } catch (...) {
+  run(op, ks, stack, [&](torch::jit::Stack* s) {
+    t_bypass = true;
+    try {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), s);
+    } catch (...) {
+      t_bypass = false;
+      throw;
+    }
     t_bypass = false;
-    throw;
-  }
-  t_bypass = false;
+  });
 }
 
 struct Init {
@@ -101,11 +172,8 @@ bool intercepts(int op) {
     t_bypass = false;
     return false;
   }
-  if (g_gate.load(std::memory_order_relaxed) & kStale) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (g_gate.load(std::memory_order_relaxed) & kStale) refresh_locked();
-  }
-  return g_forced[op].load(std::memory_order_relaxed) != 0;
+  refresh_if_stale();
+  return g_flags[op].load(std::memory_order_relaxed) != 0 || g_dump_level.load(std::memory_order_relaxed) > 0;
 }
 
 const c10::BoxedKernel& slow_path() {
@@ -113,19 +181,78 @@ const c10::BoxedKernel& slow_path() {
   return kernel;
 }
 
+void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack, const NativeRunner& native) {
+  if (!gate_open()) {
+    native(stack);
+    return;
+  }
+  refresh_if_stale();
+  const uint8_t flags = flags_for(op);
+  const int dump_level = g_dump_level.load(std::memory_order_relaxed);
+  const std::string name = overload_name(op.operator_name());
+  const char* kernel = (flags & kForce) ? "cpu fallback (forced)" : (flags & kOverride) ? "python override" : "devx";
+  if (dump_level > 0) dump_args(op, *stack, dump_level, kernel);
+  if (flags & kForce) {
+    cpu_fallback(op, ks, stack);
+  } else {
+    std::optional<CpuReplay> replay;
+    if ((flags & kCompare) && comparable(op)) replay.emplace(op, *stack);
+    if (flags & kOverride) {
+      OverrideRunner runner;
+      {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        runner = g_override_runner;
+      }
+      TORCH_CHECK(runner, "devx: no Python kernel runner installed for the override of ", name);
+      runner(name, op, stack);
+    } else {
+      native(stack);
+    }
+    if (replay) {
+      bool raise = false;
+      {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        raise = g_settings.compare_raise;
+      }
+      replay->compare(*stack, raise, location);
+    }
+  }
+  if (dump_level > 1) dump_results(op, *stack, dump_level);
+}
+
 std::vector<std::string> force_fallback_patterns() {
   std::lock_guard<std::mutex> lock(g_mutex);
   refresh_locked();
-  return g_patterns;
+  return g_settings.force_patterns;
 }
 
 void validate_pattern(const std::string& pattern) {
-  compile(pattern);
+  compile("DIPU_FORCE_FALLBACK_OPS_LIST", pattern);
 }
 
 void refresh() {
   std::lock_guard<std::mutex> lock(g_mutex);
   refresh_locked();
+}
+
+void set_override_runner(OverrideRunner runner) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_override_runner = std::move(runner);
+}
+
+void set_override(const std::string& op, bool on) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (on) {
+    g_overrides.insert(op);
+  } else {
+    g_overrides.erase(op);
+  }
+  refresh_locked();
+}
+
+void set_location_provider(std::function<std::string()> provider) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_location = std::move(provider);
 }
 
 }  // namespace devx::diag

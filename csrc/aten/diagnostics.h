@@ -1,12 +1,19 @@
-// Run-time diagnostics of the op path. The generated wrappers pay one relaxed atomic load for
-// all of them together (gate_open); only when that word is non-zero do they ask intercepts(),
-// which re-reads the settings if the environment changed and says whether this op takes the
-// boxed slow path (forced CPU fallback today; argument dumps and autocompare plug in there too).
+// Run-time diagnostics of the op path: forced CPU fallback (DIPU_FORCE_FALLBACK_OPS_LIST), op
+// argument dumps (DIPU_DUMP_OP_ARGS), autocompare against the CPU (DIPU_AUTOCOMPARE,
+// DIPU_AUTOCOMPARE_OPS_LIST, DIPU_AUTOCOMPARE_RAISE) and Python kernel overrides.
+//
+// The generated wrappers pay one relaxed atomic load for all of them together (gate_open); only
+// when that word is non-zero do they ask intercepts(), which re-reads the settings if the
+// environment changed and says whether this op takes the boxed slow path. The long-tail boxed
+// kernel asks the same question by operator.
 #pragma once
 
 #include <ATen/core/boxing/BoxedKernel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,8 +26,15 @@ inline bool gate_open() {
   return g_gate.load(std::memory_order_relaxed) != 0;
 }
 
+// For a generated op: whether it must take the slow path now.
 bool intercepts(int op);
+// The boxed slow path of the generated ops (runs diagnostics around the native kernel).
 const c10::BoxedKernel& slow_path();
+
+using NativeRunner = std::function<void(torch::jit::Stack*)>;
+// For boxed kernels: runs `native` with whatever diagnostics apply to `op` around it (or instead
+// of it: forced fallback, Python override). Cheap when the gate is closed.
+void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack, const NativeRunner& native);
 
 // The force-fallback patterns in effect (from DIPU_FORCE_FALLBACK_OPS_LIST).
 std::vector<std::string> force_fallback_patterns();
@@ -28,5 +42,19 @@ std::vector<std::string> force_fallback_patterns();
 void validate_pattern(const std::string& pattern);
 // Re-reads the settings now (errors surface here instead of at the next op).
 void refresh();
+
+// Autocompare results per op: {"add.Tensor": {allclose, not_close}}.
+std::map<std::string, std::pair<int64_t, int64_t>> autocompare_stats();
+void reset_autocompare_stats();
+
+// Python kernel overrides: the bindings install the runner; `set_override(op, true)` routes
+// that op ("add.Tensor") to it instead of its kernel.
+using OverrideRunner = std::function<void(const std::string& op, const c10::OperatorHandle&, torch::jit::Stack*)>;
+void set_override_runner(OverrideRunner runner);
+void set_override(const std::string& op, bool on);
+
+// Where in the user's program the current op was called from ("train.py:42"), installed by the
+// bindings (the op layer itself knows nothing of Python).
+void set_location_provider(std::function<std::string()> provider);
 
 }  // namespace devx::diag

@@ -46,6 +46,14 @@ c10::DeviceIndex device_of_args(const torch::jit::Stack& stack, size_t first, si
 }
 
 
+bool argument_written(const c10::FunctionSchema& schema, size_t i) {
+  const auto* alias = schema.arguments()[i].alias_info();
+  if (alias && alias->isWrite()) return true;
+  // native_batch_norm(input, weight, bias, running_mean, running_var, training, ...) updates the
+  // running statistics in place when training.
+  return schema.name() == "aten::native_batch_norm" && (i == 3 || i == 4);
+}
+
 const c10::IValue* written_argument_for(const c10::FunctionSchema& schema, const c10::Argument& ret,
                                         const std::vector<std::pair<size_t, c10::IValue>>& written) {
   const auto* alias = ret.alias_info();

@@ -32,6 +32,11 @@ void map_tensors(c10::IValue& v, F f) {
 
 bool is_generator_arg(const c10::Argument& arg);
 
+// Whether the op writes argument `i`: its schema says so (`Tensor(a!)`), or it is one of the few
+// legacy ops that mutate arguments their schema does not mark (native_batch_norm's running
+// statistics).
+bool argument_written(const c10::FunctionSchema& schema, size_t i);
+
 // The op's devx device; every devx tensor argument must be on it and CPU tensors must be 0-dim
 // scalars, the same rule the native path (and CUDA) applies. The current device if no argument
 // is on devx.

@@ -3,7 +3,9 @@
 #include <pybind11/stl.h>
 
 #include <c10/util/Exception.h>
+#include <frameobject.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include "aten/boxed_compute.h"
 #include "aten/compute_scope.h"
@@ -22,14 +24,6 @@ namespace py = pybind11;
 
 namespace {
 
-void init(const std::string& library_dir) {
-  devx::log::reload();
-  devx::load_vendor(library_dir);
-  devx::install_compute_routing(devx::vendor().compute_device_type);
-  devx::init_kernel_table();
-  devx::register_long_tail();
-  devx::diag::refresh();
-}
 
 py::dict device_properties(int index) {
   devx::check_device_index(static_cast<c10::DeviceIndex>(index));
@@ -59,6 +53,84 @@ std::vector<std::pair<std::string, std::string>> coverage() {
   for (const std::string& name : devx::long_tail_ops()) out.emplace_back(name, "aten-boxed");
   for (const std::string& name : devx::long_tail_refused()) out.emplace_back(name, "fallback");
   return out;
+}
+
+// "file.py:42" of the innermost Python frame outside torch and torch_devx: where the user's
+// program called the op being diagnosed.
+std::string python_location() {
+  if (!Py_IsInitialized()) return "";
+  py::gil_scoped_acquire gil;
+  PyFrameObject* frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  std::string found;
+  while (frame) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    std::string file = py::cast<std::string>(py::handle(code->co_filename));
+    int line = PyFrame_GetLineNumber(frame);
+    Py_DECREF(code);
+    if (file.find("/torch/") == std::string::npos && file.find("/torch_devx/") == std::string::npos) {
+      found = file + ":" + std::to_string(line);
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = found.empty() ? back : nullptr;
+    if (!found.empty()) Py_XDECREF(back);
+  }
+  return found;
+}
+
+py::object to_python(const c10::IValue& v) {
+  if (v.isTensor()) return py::reinterpret_steal<py::object>(THPVariable_Wrap(v.toTensor()));
+  if (v.isTensorList()) {
+    py::list out;
+    for (const at::Tensor& t : v.toTensorList()) out.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(t)));
+    return out;
+  }
+  if (v.isNone()) return py::none();
+  if (v.isBool()) return py::bool_(v.toBool());
+  if (v.isInt()) return py::int_(v.toInt());
+  if (v.isDouble()) return py::float_(v.toDouble());
+  if (v.isIntList()) return py::cast(v.toIntVector());
+  TORCH_CHECK(false, "devx: a Python kernel override cannot receive a ", v.tagKind(), " argument");
+}
+
+// Runs the Python function overriding `op`: arguments off the stack, its result(s) back on.
+py::dict& overrides() {
+  static py::dict* d = new py::dict();  // leaked: outlives the interpreter's teardown order
+  return *d;
+}
+
+void run_override(const std::string& op, const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  py::gil_scoped_acquire gil;
+  const size_t nargs = handle.schema().arguments().size();
+  py::tuple args(nargs);
+  for (size_t i = 0; i < nargs; ++i) args[i] = to_python((*stack)[stack->size() - nargs + i]);
+  py::object fn = overrides()[py::str(op)];
+  py::object result = fn(*args);
+  torch::jit::drop(*stack, nargs);
+  const size_t nret = handle.schema().returns().size();
+  auto push = [&](py::handle r) {
+    TORCH_CHECK(THPVariable_Check(r.ptr()), "devx: the Python override of ", op, " must return tensors");
+    stack->emplace_back(THPVariable_Unpack(r.ptr()));
+  };
+  if (nret == 1) {
+    push(result);
+  } else if (nret > 1) {
+    py::tuple t = result;
+    TORCH_CHECK(t.size() == nret, "devx: the Python override of ", op, " returned ", t.size(), " values, not ", nret);
+    for (size_t i = 0; i < nret; ++i) push(t[i]);
+  }
+}
+
+void init(const std::string& library_dir) {
+  devx::log::reload();
+  devx::load_vendor(library_dir);
+  devx::install_compute_routing(devx::vendor().compute_device_type);
+  devx::init_kernel_table();
+  devx::register_long_tail();
+  devx::diag::set_location_provider(&python_location);
+  devx::diag::set_override_runner(&run_override);
+  devx::diag::refresh();
 }
 
 void translate_errors() {
@@ -103,6 +175,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_refresh_diagnostics", &devx::diag::refresh);
   m.def("_reload_log_levels", &devx::log::reload);
   m.def("_coverage", &coverage);
+  m.def("_autocompare_stats", &devx::diag::autocompare_stats);
+  m.def("_reset_autocompare_stats", &devx::diag::reset_autocompare_stats);
+  m.def("_set_override", [](const std::string& op, py::object fn) {
+    if (fn.is_none()) {
+      if (overrides().contains(op)) overrides().attr("pop")(op);
+      devx::diag::set_override(op, false);
+    } else {
+      overrides()[py::str(op)] = fn;
+      devx::diag::set_override(op, true);
+    }
+  });
   m.def("_get_default_generator", [](int i) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(devx::default_generator(static_cast<c10::DeviceIndex>(i))));

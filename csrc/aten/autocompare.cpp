@@ -1,0 +1,193 @@
+#include "aten/autocompare.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_to_copy.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/isclose.h>
+#include <ATen/ops/max.h>
+#include <ATen/ops/sub.h>
+
+#include <mutex>
+#include <sstream>
+
+#include "aten/cpu_fallback.h"
+#include "aten/diagnostics.h"
+#include "aten/op_dump.h"
+#include "aten/stack_util.h"
+#include "runtime/log.h"
+
+namespace devx::diag {
+
+namespace {
+
+std::mutex g_stats_mutex;
+std::map<std::string, std::pair<int64_t, int64_t>> g_stats;
+
+std::string overload_name(const c10::OperatorName& n) {
+  std::string name = n.name.substr(n.name.find("::") + 2);
+  if (!n.overload_name.empty()) name += "." + n.overload_name;
+  return name;
+}
+
+c10::IValue to_cpu(const c10::IValue& v) {
+  c10::IValue out = v;
+  if (out.isDevice() && out.toDevice().type() != c10::kCPU) return c10::IValue(c10::Device(c10::kCPU));
+  map_tensors(out, [](const at::Tensor& t) {
+    if (!t.defined()) return t;
+    return at::_to_copy(t, t.options().device(c10::kCPU));
+  });
+  return out;
+}
+
+std::pair<double, double> tolerances(c10::ScalarType t) {
+  switch (t) {
+    case c10::kHalf: return {1e-3, 1e-5};
+    case c10::kBFloat16: return {1.6e-2, 1e-5};
+    case c10::kFloat:
+    case c10::kComplexFloat: return {1.3e-6, 1e-5};
+    default: return {1e-7, 1e-7};
+  }
+}
+
+// Whether devx tensor `d` matches CPU tensor `c`; `detail` says how they differ.
+bool same(const at::Tensor& d, const at::Tensor& c, std::string* detail) {
+  if (!d.defined() || !c.defined()) {
+    if (d.defined() != c.defined()) *detail = "one side undefined";
+    return d.defined() == c.defined();
+  }
+  at::Tensor h = d.device().is_cpu() ? d : at::_to_copy(d, d.options().device(c10::kCPU));
+  std::ostringstream os;
+  if (h.sizes() != c.sizes() || h.scalar_type() != c.scalar_type()) {
+    os << "sizes " << h.sizes() << " " << h.scalar_type() << " vs CPU " << c.sizes() << " " << c.scalar_type();
+    *detail = os.str();
+    return false;
+  }
+  if (!at::isFloatingType(c.scalar_type()) && !at::isComplexType(c.scalar_type())) {
+    if (at::equal(h, c)) return true;
+    *detail = "values differ";
+    return false;
+  }
+  auto [rtol, atol] = tolerances(c.scalar_type());
+  if (h.numel() == 0 || at::isclose(h, c, rtol, atol, /*equal_nan=*/true).all().item<bool>()) return true;
+  double max_diff = at::sub(h, c).abs().max().item<double>();
+  os << "max diff " << max_diff << " (rtol " << rtol << ", atol " << atol << ")";
+  *detail = os.str();
+  return false;
+}
+
+bool same_value(const c10::IValue& d, const c10::IValue& c, std::string* detail) {
+  if (d.isTensor() && c.isTensor()) return same(d.toTensor(), c.toTensor(), detail);
+  if (d.isTensorList() && c.isTensorList()) {
+    auto dl = d.toTensorList();
+    auto cl = c.toTensorList();
+    if (dl.size() != cl.size()) {
+      *detail = "list lengths differ";
+      return false;
+    }
+    for (size_t i = 0; i < dl.size(); ++i) {
+      if (!same(dl[i], cl[i], detail)) {
+        *detail = "[" + std::to_string(i) + "] " + *detail;
+        return false;
+      }
+    }
+    return true;
+  }
+  if (d.isTensor() || c.isTensor() || d.isTensorList() || c.isTensorList()) {
+    *detail = "different kinds of value";
+    return false;
+  }
+  return true;  // non-tensor results (scalars, ints) are not compared
+}
+
+bool has_tensors(const c10::IValue& v) {
+  return v.isTensor() || v.isTensorList() || v.isOptionalTensorList();
+}
+
+}  // namespace
+
+bool comparable(const c10::OperatorHandle& op) {
+  for (const auto& arg : op.schema().arguments()) {
+    if (is_generator_arg(arg)) return false;
+  }
+  const std::string& name = op.operator_name().name;
+  static const char* const kNondeterministic[] = {"rand", "normal", "bernoulli", "dropout", "multinomial", "uniform",
+                                                  "exponential", "geometric", "cauchy", "log_normal", "random",
+                                                  "poisson", "rrelu", "empty", "new_empty", "resize"};
+  for (const char* word : kNondeterministic) {
+    if (name.find(word) != std::string::npos) return false;
+  }
+  return true;
+}
+
+CpuReplay::CpuReplay(const c10::OperatorHandle& op, const torch::jit::Stack& stack) : op_(op) {
+  const size_t nargs = op.schema().arguments().size();
+  for (size_t i = stack.size() - nargs; i < stack.size(); ++i) {
+    devx_args_.push_back(stack[i]);
+    cpu_args_.push_back(to_cpu(stack[i]));
+  }
+}
+
+void CpuReplay::compare(const torch::jit::Stack& stack, bool raise, const std::function<std::string()>& where) {
+  const auto& schema = op_.schema();
+  const std::string name = overload_name(op_.operator_name());
+  torch::jit::Stack cpu_stack(cpu_args_.begin(), cpu_args_.end());
+  try {
+    cpu_form(op_, &cpu_stack)->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
+  } catch (const std::exception& e) {
+    log::write(log::Module::OPS, log::Level::WARN, "autocompare: " + name + " could not run on the CPU: " + e.what());
+    return;
+  }
+  std::vector<std::string> failures;
+  auto check = [&](const std::string& what, const c10::IValue& d, const c10::IValue& c) {
+    std::string detail;
+    bool ok = same_value(d, c, &detail);
+    log::write(log::Module::OPS, log::Level::INFO,
+               "autocompare: " + name + " " + what + ": " + (ok ? "allclose" : "not_close, " + detail));
+    if (!ok) failures.push_back(what + ": " + detail);
+  };
+  const auto& returns = schema.returns();
+  for (size_t r = 0; r < returns.size(); ++r) {
+    const c10::IValue& d = stack[stack.size() - returns.size() + r];
+    const c10::IValue& c = cpu_stack[cpu_stack.size() - returns.size() + r];
+    if (!has_tensors(d)) continue;
+    check(returns[r].name().empty() ? "result" + (returns.size() > 1 ? std::to_string(r) : "") : returns[r].name(), d, c);
+  }
+  for (size_t i = 0; i < devx_args_.size(); ++i) {
+    if (!has_tensors(devx_args_[i])) continue;
+    const auto& arg = schema.arguments()[i];
+    bool written = argument_written(schema, i);
+    // Unwritten arguments: the CPU copy was never modified, so this checks the devx op left its
+    // input alone; written ones: both sides were written.
+    check(arg.name() + (written ? " (written)" : " (unchanged)"), devx_args_[i], cpu_args_[i]);
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    auto& s = g_stats[name];
+    (failures.empty() ? s.first : s.second)++;
+  }
+  if (raise && !failures.empty()) {
+    std::ostringstream os;
+    os << "autocompare: " << name << " on devx differs from the CPU: ";
+    for (const auto& f : failures) os << f << "; ";
+    os << "\narguments:";
+    for (size_t i = 0; i < devx_args_.size(); ++i) {
+      os << "\n  " << schema.arguments()[i].name() << ": " << describe(devx_args_[i], 2);
+    }
+    std::string at = where();
+    if (!at.empty()) os << "\ncalled from " << at;
+    TORCH_CHECK(false, os.str());
+  }
+}
+
+std::map<std::string, std::pair<int64_t, int64_t>> autocompare_stats() {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  return g_stats;
+}
+
+void reset_autocompare_stats() {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats.clear();
+}
+
+}  // namespace devx::diag

@@ -1,0 +1,129 @@
+"""Op-argument dumps, autocompare against the CPU and Python kernel overrides: switched at run
+time through os.environ or torch_devx.diagnostics, effective at the next op."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+import torch
+
+from conftest import assert_child_ok, run_python
+
+DIAG_VARS = ("DIPU_DUMP_OP_ARGS", "DIPU_AUTOCOMPARE", "DIPU_AUTOCOMPARE_OPS_LIST", "DIPU_AUTOCOMPARE_RAISE")
+
+
+@pytest.fixture
+def diag():
+    import torch_devx
+
+    yield torch_devx.diagnostics
+    for name in DIAG_VARS:
+        os.environ.pop(name, None)
+    torch_devx.diagnostics.override_kernel("mul.Tensor", None)
+    torch_devx.diagnostics.override_kernel("add_.Tensor", None)
+    torch_devx.diagnostics.reset_autocompare_stats()
+
+
+DUMP_SCRIPT = textwrap.dedent("""
+    import os, torch, torch_devx
+    a = torch.arange(6.0, device="devx").reshape(2, 3)
+    b = torch.ones(2, 3, device="devx")
+    a + b                       # dump off: nothing printed
+    os.environ["DIPU_DUMP_OP_ARGS"] = "1"
+    a * b
+    os.environ["DIPU_DUMP_OP_ARGS"] = "2"
+    a.t().sub(1.5)
+    os.environ["DIPU_DUMP_OP_ARGS"] = "3"
+    torch.cos(a)
+    os.environ["DIPU_DUMP_OP_ARGS"] = "0"
+    a - b
+""")
+
+
+def test_dump_levels_switch_at_run_time():
+    proc = run_python(DUMP_SCRIPT)
+    assert_child_ok(proc)
+    err = proc.stderr
+    assert "aten::add.Tensor" not in err and "aten::sub.Tensor  kernel" in err
+    # level 1: op and kernel, no arguments
+    line = next(l for l in err.splitlines() if "aten::mul.Tensor" in l)
+    assert "kernel: devx" in line
+    assert "    self: Tensor" not in err.split("aten::mul.Tensor")[1].split("aten::")[0]
+    # level 2: metadata of a transposed view: sizes, strides, is_view, dtype, device, scalar
+    sub = err.split("aten::sub.Tensor  kernel")[1]
+    assert "sizes [3, 2] strides [1, 3]" in sub and "is_view yes" in sub
+    assert "dtype Float device devx:0" in sub and "data_ptr 0x" in sub
+    assert "other:" in sub and "1.5" in sub
+    assert "results:" in sub
+    # level 3: values
+    cos = err.split("aten::cos  kernel")[1]
+    assert "values:" in cos and "0.5403" in cos  # cos(1)
+    # back to 0: the last subtraction is not dumped
+    assert err.count("aten::sub.Tensor  kernel") == 1
+
+
+def test_bad_dump_level_is_a_value_error():
+    proc = run_python("import os, torch_devx\nos.environ['DIPU_DUMP_OP_ARGS'] = '7'\n")
+    assert proc.returncode == 1, proc.stderr
+    assert "ValueError" in proc.stderr and "DIPU_DUMP_OP_ARGS" in proc.stderr
+
+
+def test_autocompare_matching_ops_and_stats(diag):
+    a = torch.randn(4, 5, device="devx")
+    b = torch.randn(4, 5, device="devx")
+    diag.set_autocompare(True)
+    (a * b).add_(1)
+    torch.max(a, dim=1)
+    torch.nn.functional.conv2d(torch.randn(1, 2, 5, 5, device="devx"), torch.randn(3, 2, 3, 3, device="devx"))
+    torch.rand(3, device="devx")  # random: not compared
+    stats = diag.autocompare_stats()
+    assert stats["mul.Tensor"] == (1, 0)
+    assert stats["add_.Tensor"] == (1, 0)
+    assert stats["max.dim"] == (1, 0)
+    assert stats["convolution_overrideable"] == (1, 0)
+    assert not any(op.startswith("uniform") for op in stats)
+
+
+def test_autocompare_catches_a_wrong_kernel(diag):
+    a = torch.randn(3, 4, device="devx")
+    b = torch.randn(3, 4, device="devx")
+    # A planted fault: "mul" that adds.
+    diag.override_kernel("mul.Tensor", lambda x, y: torch.ops.aten.add.Tensor(x, y))
+    diag.set_autocompare(["mul.*"])
+    wrong = a * b
+    assert diag.autocompare_stats()["mul.Tensor"] == (0, 1)
+    torch.testing.assert_close(wrong.cpu(), a.cpu() + b.cpu())  # the override really ran
+    diag.set_autocompare(["mul.*"], raise_on_mismatch=True)
+    with pytest.raises(RuntimeError) as info:
+        a * b
+    message = str(info.value)
+    assert "mul.Tensor" in message and "differs from the CPU" in message and "max diff" in message
+    assert "self: Tensor sizes [3, 4]" in message
+    assert "test_diagnostics.py:" in message  # the Python line that called the op
+    diag.override_kernel("mul.Tensor", None)
+    torch.testing.assert_close((a * b).cpu(), a.cpu() * b.cpu())
+
+
+def test_autocompare_catches_a_kernel_that_writes_its_input(diag):
+    a = torch.randn(5, device="devx")
+    b = torch.randn(5, device="devx")
+
+    def clobbering_add_(self, other, alpha=1):
+        other.zero_()  # writes an argument the schema says is read-only
+        return self
+
+    diag.override_kernel("add_.Tensor", clobbering_add_)
+    diag.set_autocompare(["add_.*"])
+    a.add_(b)
+    assert diag.autocompare_stats()["add_.Tensor"] == (0, 1)
+
+
+def test_autocompare_of_the_long_tail_and_env_switch(diag):
+    x = torch.randn(16, device="devx")
+    os.environ["DIPU_AUTOCOMPARE_OPS_LIST"] = "_fft_.*,cos"
+    torch.cos(x)
+    os.environ["DIPU_AUTOCOMPARE_OPS_LIST"] = ""
+    torch.cos(x)
+    assert diag.autocompare_stats().get("cos") == (1, 0)
