@@ -30,6 +30,7 @@ _CUDA_FUNCS = (
     "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_stats", "reset_peak_memory_stats", "seed", "seed_all",
     "set_device", "set_rng_state", "set_rng_state_all", "synchronize",
+    "Stream", "Event", "StreamContext", "current_stream", "default_stream", "set_stream", "stream",
 )
 
 _saved: list[tuple[Any, str, Any]] = []

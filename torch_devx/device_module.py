@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from . import _C
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 _DeviceLike = Any  # int, str, torch.device or None
 

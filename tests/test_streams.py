@@ -1,0 +1,71 @@
+"""torch.devx streams and events (and torch.cuda's under mocking), shaped like torch.cuda's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_devx  # noqa: F401
+
+
+def test_pool_streams_priorities_and_current_stream():
+    s = torch.devx.Stream(priority=-1)
+    assert isinstance(s, torch.Stream) and s.device == torch.device("devx", 0)
+    assert s.priority == -1 and s.stream_id != 0
+    assert torch.devx.Stream().priority == 0
+    assert torch.devx.current_stream() == torch.devx.default_stream()
+    with torch.devx.stream(s):
+        assert torch.devx.current_stream() == s
+        x = torch.ones(10, device="devx") * 3
+    assert torch.devx.current_stream() == torch.devx.default_stream()
+    assert x.sum().item() == 30
+
+
+def test_stream_context_switches_device():
+    s1 = torch.devx.Stream(device=1)
+    assert s1.device == torch.device("devx", 1)
+    with torch.devx.stream(s1):
+        assert torch.devx.current_device() == 1
+        assert torch.devx.current_stream(1) == s1
+        y = torch.zeros(2, device="devx")
+    assert y.device == torch.device("devx", 1)
+    assert torch.devx.current_device() == 0
+    assert torch.devx.default_stream(1).device_index == 1
+
+
+def test_events_time_and_order_streams():
+    start, end = torch.devx.Event(enable_timing=True), torch.devx.Event(enable_timing=True)
+    a = torch.randn(256, 256, device="devx")
+    start.record()
+    b = a @ a
+    end.record()
+    end.synchronize()
+    assert start.query() and end.query()
+    assert start.elapsed_time(end) > 0
+    other = torch.devx.Stream()
+    other.wait_event(end)
+    other.wait_stream(torch.devx.current_stream())
+    other.synchronize()
+    assert other.query()
+    torch.testing.assert_close(b.cpu(), a.cpu() @ a.cpu())
+
+
+def test_elapsed_time_needs_timing_events():
+    plain, timed = torch.devx.Event(), torch.devx.Event(enable_timing=True)
+    plain.record()
+    timed.record()
+    with pytest.raises((RuntimeError, ValueError), match="enable_timing"):
+        timed.elapsed_time(plain)
+
+
+def test_cuda_streams_under_mocking():
+    s = torch.cuda.Stream()
+    assert s.device.type == "devx"
+    with torch.cuda.stream(s):
+        assert torch.cuda.current_stream() == s
+    e = torch.cuda.Event(enable_timing=True)
+    e.record()
+    e.synchronize()
+    x = torch.ones(4, device="cuda")
+    x.record_stream(s)
+    assert torch.accelerator.current_stream().device.type == "devx"
