@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from typing import Callable
@@ -121,10 +122,42 @@ def main() -> None:
     results["model/train_step"] = {"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}
     print(f"  model train step  cpu {c * 1e3:7.2f} ms  devx {d * 1e3:7.2f} ms  ratio {r:5.2f}")
 
+    # Runtime figures: the cost of one cached allocate/free pair (C++, no Python in the loop) and
+    # how much memory a train step reserves beyond what it uses at its peak.
+    alloc_ns = statistics.median(torch_devx._C._time_alloc_free_ns(0, 4096, 200000) for _ in range(repeats))
+    results["runtime/alloc_free_pair_ns"] = {"value": alloc_ns}
+    step = step_maker("devx")
+    step()
+    torch.devx.synchronize()
+    torch.devx.reset_peak_memory_stats()
+    for _ in range(3):
+        step()
+    peak_ratio = torch.devx.max_memory_reserved() / torch.devx.max_memory_allocated()
+    results["runtime/peak_reserved_over_allocated"] = {"value": peak_ratio}
+    print(f"  cached alloc/free pair {alloc_ns:.0f} ns; train step peak reserved / peak allocated {peak_ratio:.3f}")
+
+    # Diagnostics: small ops with every switch off against the same ops with the diagnostics gate
+    # open (a force-fallback pattern that matches no op), which is what "off" saves.
+    def small_add(gate_open: bool) -> Callable[[str], Callable[[], object]]:
+        def make(device: str) -> Callable[[], object]:
+            a = torch.randn(4, 4).to(device)
+            if device == "devx":
+                os.environ["DIPU_FORCE_FALLBACK_OPS_LIST"] = "no_such_op" if gate_open else ""
+            return lambda: a + a
+        return make
+
+    off = ratio(small_add(False), repeats, min_time)[2]
+    opened = ratio(small_add(True), repeats, min_time)[2]
+    os.environ["DIPU_FORCE_FALLBACK_OPS_LIST"] = ""
+    results["diagnostics/gate_open_over_off"] = {"value": opened / off}
+    print(f"  small add: diagnostics off {off * 1e6:.2f} us, gate open (nothing matched) {opened * 1e6:.2f} us")
+
     summary = {
         "small_ops_median_ratio": statistics.median(v["ratio"] for k, v in results.items() if k.startswith("small/")),
         "large_ops_median_ratio": statistics.median(v["ratio"] for k, v in results.items() if k.startswith("large/")),
         "train_step_ratio": results["model/train_step"]["ratio"],
+        "alloc_free_pair_ns": alloc_ns,
+        "peak_reserved_over_allocated": peak_ratio,
     }
     print("summary: " + ", ".join(f"{k} {v:.2f}" for k, v in summary.items()))
     if args.json:

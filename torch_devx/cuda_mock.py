@@ -28,7 +28,8 @@ _CUDA_FUNCS = (
     "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all", "initial_seed",
     "is_available", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",
     "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
-    "memory_reserved", "memory_stats", "reset_peak_memory_stats", "seed", "seed_all",
+    "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats", "seed", "seed_all",
     "set_device", "set_rng_state", "set_rng_state_all", "synchronize",
     "Stream", "Event", "StreamContext", "current_stream", "default_stream", "set_stream", "stream",
 )

@@ -144,6 +144,39 @@ def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
     torch.accelerator.reset_peak_memory_stats(_index(device))
 
 
+def reset_accumulated_memory_stats(device: _DeviceLike = None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
+
+
+def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str:
+    """The memory statistics as a table, like torch.cuda.memory_summary."""
+    stats = memory_stats(device)
+    rows = [
+        ("Allocated memory", "allocated_bytes"), ("Active memory", "active_bytes"),
+        ("Requested memory", "requested_bytes"), ("Reserved memory", "reserved_bytes"),
+        ("Allocations", "allocation"), ("Active allocs", "active"), ("Device reserved segments", "segment"),
+    ]
+    pools = ("all",) if abbreviated else ("all", "large_pool", "small_pool")
+
+    def fmt(key: str, value: int) -> str:
+        if not key.endswith("_bytes"):
+            return str(value)
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if abs(value) < 1024 or unit == "GiB":
+                return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+            value /= 1024
+        return str(value)
+
+    lines = [f"devx memory summary, device {_index(device)} ({get_device_name(device)})",
+             f"{'metric':<40}{'current':>14}{'peak':>14}{'allocated':>14}{'freed':>14}"]
+    for label, key in rows:
+        for pool in pools:
+            cells = [fmt(key, stats.get(f"{key}.{pool}.{kind}", 0)) for kind in ("current", "peak", "allocated", "freed")]
+            lines.append(f"{label + ('' if pool == 'all' else ' (' + pool + ')'):<40}" + "".join(f"{c:>14}" for c in cells))
+    lines.append(f"{'OOMs':<40}{stats.get('num_ooms', 0):>14}    alloc retries {stats.get('num_alloc_retries', 0)}")
+    return "\n".join(lines)
+
+
 def empty_cache() -> None:
     torch.accelerator.empty_cache()
 

@@ -1,4 +1,6 @@
 // torch_devx._C: bindings only. Every function forwards to the runtime or the op layer.
+#include <chrono>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -125,6 +127,7 @@ void run_override(const std::string& op, const c10::OperatorHandle& handle, torc
 void init(const std::string& library_dir) {
   devx::log::reload();
   devx::load_vendor(library_dir);
+  devx::check_allocator_settings();
   devx::install_compute_routing(devx::vendor().compute_device_type);
   devx::init_kernel_table();
   devx::register_long_tail();
@@ -175,6 +178,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("_refresh_diagnostics", &devx::diag::refresh);
   m.def("_reload_log_levels", &devx::log::reload);
   m.def("_coverage", &coverage);
+  m.def("_time_alloc_free_ns", [](int device, size_t nbytes, int iterations) {
+    // Benchmark hook: the cost of one cached allocate/free pair, without Python in the loop.
+    py::gil_scoped_release no_gil;
+    auto* alloc = devx::devx_allocator();
+    alloc->allocate_on(static_cast<c10::DeviceIndex>(device), nbytes, devx::devx_device(device));  // warm the cache
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < iterations; ++i) {
+      c10::DataPtr p = alloc->allocate_on(static_cast<c10::DeviceIndex>(device), nbytes, devx::devx_device(device));
+    }
+    auto ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    return ns / iterations;
+  });
   m.def("_autocompare_stats", &devx::diag::autocompare_stats);
   m.def("_reset_autocompare_stats", &devx::diag::reset_autocompare_stats);
   m.def("_set_override", [](const std::string& op, py::object fn) {

@@ -1,11 +1,12 @@
 #include "runtime/allocator.h"
 
-#include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include <c10/util/flat_hash_map.h>
 
+#include "runtime/block_pool.h"
 #include "runtime/device.h"
 #include "runtime/exception.h"
 #include "runtime/vendor.h"
@@ -14,113 +15,46 @@ namespace devx {
 
 namespace {
 
-using c10::CachingAllocator::StatType;
 using c10::CachingDeviceAllocator::DeviceStats;
 
 constexpr size_t kRoundSize = 512;
-constexpr size_t kSmallSize = 1 << 20;
 
-// A block is one vendor allocation. Freed blocks stay cached (reserved) for reuse by a later
-// request of the same size class; only empty_cache() or an out-of-memory retry gives them back.
-// Large requests are rounded to an eighth of their power of two, so a cached block serves every
-// request of its class and no block wastes more than 12.5%.
-struct Block {
-  size_t size;       // rounded
-  size_t requested;  // as last asked
-  c10::DeviceIndex device;
-  bool allocated;
-};
-
-// All blocks keyed by pointer: a DataPtr's context is its own data pointer (which
-// Allocator::raw_allocate requires of every allocator, the routing CPU allocator included), so
-// frees find their block here. One mutex guards the blocks, the caches and the statistics.
+// One mutex guards every device's blocks and statistics, and the map of live blocks. A DataPtr's
+// context is its own data pointer (Allocator::raw_allocate requires that of every allocator, the
+// routing CPU allocator included), so frees find their block here.
 std::mutex g_mutex;
-ska::flat_hash_map<void*, Block> g_blocks;
+ska::flat_hash_map<void*, std::pair<c10::DeviceIndex, Block*>> g_live;
 
-struct DeviceCache {
-  std::multimap<size_t, void*> free_blocks;  // size class -> cached block
-  DeviceStats stats;
-};
-
-std::vector<DeviceCache>& caches() {
-  static std::vector<DeviceCache> c(device_count());
-  return c;
+const AllocatorSettings& settings() {
+  static const AllocatorSettings s = read_allocator_settings();
+  return s;
 }
 
-DeviceCache& cache_of(c10::DeviceIndex device) {
+std::vector<std::unique_ptr<DeviceBlocks>>& all_devices() {
+  static std::vector<std::unique_ptr<DeviceBlocks>> d = [] {
+    std::vector<std::unique_ptr<DeviceBlocks>> v;
+    for (int i = 0; i < device_count(); ++i) v.push_back(std::make_unique<DeviceBlocks>(i, &settings()));
+    return v;
+  }();
+  return d;
+}
+
+DeviceBlocks& blocks_of(c10::DeviceIndex device) {
   check_device_index(device);
-  return caches()[device];
+  return *all_devices()[device];
 }
 
 size_t round_size(size_t n) {
-  if (n <= kSmallSize) return n == 0 ? kRoundSize : (n + kRoundSize - 1) / kRoundSize * kRoundSize;
-  size_t step = (size_t{1} << (63 - __builtin_clzll(n))) / 8;
-  return (n + step - 1) / step * step;
-}
-
-template <typename F>
-void for_pool(size_t size, F f) {
-  f(static_cast<size_t>(StatType::AGGREGATE));
-  f(static_cast<size_t>(size <= kSmallSize ? StatType::SMALL_POOL : StatType::LARGE_POOL));
-}
-
-void record_use(DeviceStats& st, const Block& b, bool start) {
-  for_pool(b.size, [&](size_t i) {
-    if (start) {
-      st.allocation[i].increase(1);
-      st.active[i].increase(1);
-      st.allocated_bytes[i].increase(b.size);
-      st.active_bytes[i].increase(b.size);
-      st.requested_bytes[i].increase(b.requested);
-    } else {
-      st.allocation[i].decrease(1);
-      st.active[i].decrease(1);
-      st.allocated_bytes[i].decrease(b.size);
-      st.active_bytes[i].decrease(b.size);
-      st.requested_bytes[i].decrease(b.requested);
-    }
-  });
-}
-
-void record_segment(DeviceStats& st, size_t size, bool created) {
-  for_pool(size, [&](size_t i) {
-    if (created) {
-      st.segment[i].increase(1);
-      st.reserved_bytes[i].increase(size);
-    } else {
-      st.segment[i].decrease(1);
-      st.reserved_bytes[i].decrease(size);
-    }
-  });
-  if (created) {
-    st.num_device_alloc++;
-  } else {
-    st.num_device_free++;
-  }
-}
-
-// Gives every cached block of `device` back to the vendor. Caller holds g_mutex.
-void release_cached(c10::DeviceIndex device) {
-  DeviceCache& c = caches()[device];
-  for (auto& [size, ptr] : c.free_blocks) {
-    DevxStatus status = g_vendor->free(device, ptr);
-    TORCH_INTERNAL_ASSERT(status == DEVX_OK, "devx: vendor free failed: ", g_vendor->last_error());
-    g_blocks.erase(ptr);
-    record_segment(c.stats, size, false);
-  }
-  c.free_blocks.clear();
+  return n == 0 ? kRoundSize : (n + kRoundSize - 1) / kRoundSize * kRoundSize;
 }
 
 void free_allocation(void* ptr) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_blocks.find(ptr);
-  TORCH_INTERNAL_ASSERT(it != g_blocks.end() && it->second.allocated, "devx: freeing ", ptr,
-                        ", which is not a live devx allocation");
-  Block& b = it->second;
-  b.allocated = false;
-  DeviceCache& c = caches()[b.device];
-  record_use(c.stats, b, false);
-  c.free_blocks.emplace(b.size, ptr);
+  auto it = g_live.find(ptr);
+  TORCH_INTERNAL_ASSERT(it != g_live.end(), "devx: freeing ", ptr, ", which is not a live devx allocation");
+  auto [device, block] = it->second;
+  g_live.erase(it);
+  all_devices()[device]->free(block);
 }
 
 template <typename F>
@@ -149,45 +83,24 @@ std::string format_bytes(size_t n) {
 }  // namespace
 
 c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, c10::Device reported) {
-  DeviceCache& c = cache_of(device);
-  const size_t size = round_size(nbytes);
+  DeviceBlocks& blocks = blocks_of(device);
   std::unique_lock<std::mutex> lock(g_mutex);
-  void* ptr = nullptr;
-  auto cached = c.free_blocks.find(size);
-  if (cached != c.free_blocks.end()) {
-    ptr = cached->second;
-    c.free_blocks.erase(cached);
-  } else {
-    DevxStatus status = g_vendor->malloc(device, size, &ptr);
-    if (status == DEVX_ERROR_OOM && !c.free_blocks.empty()) {
-      // Cached blocks of other sizes may be what stands in the way: give them back and retry.
-      c.stats.num_alloc_retries++;
-      release_cached(device);
-      status = g_vendor->malloc(device, size, &ptr);
-    }
-    if (C10_UNLIKELY(status != DEVX_OK)) {
-      if (status == DEVX_ERROR_OOM) c.stats.num_ooms++;
-      size_t allocated = c.stats.allocated_bytes[0].current;
-      size_t reserved = c.stats.reserved_bytes[0].current;
-      lock.unlock();
-      if (status == DEVX_ERROR_OOM) {
-        size_t free_b = 0, total_b = 0;
-        g_vendor->mem_get_info(device, &free_b, &total_b);
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "devx out of memory on device ", static_cast<int>(device),
-                         ": tried to allocate ", format_bytes(nbytes), "; ", format_bytes(allocated),
-                         " allocated by PyTorch, ", format_bytes(reserved), " reserved, ", format_bytes(total_b),
-                         " total capacity, ", format_bytes(free_b), " free. (", g_vendor->last_error(), ")");
-      }
-      DEVX_VENDOR_CHECK(status);
-    }
-    g_blocks[ptr] = Block{size, nbytes, device, false};
-    record_segment(c.stats, size, true);
+  Block* block = blocks.allocate(round_size(nbytes), nbytes);
+  if (C10_UNLIKELY(!block)) {
+    DeviceStats& st = blocks.stats();
+    st.num_ooms++;
+    size_t allocated = st.allocated_bytes[0].current;
+    size_t reserved = st.reserved_bytes[0].current;
+    lock.unlock();
+    size_t free_b = 0, total_b = 0;
+    g_vendor->mem_get_info(device, &free_b, &total_b);
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "devx out of memory on device ", static_cast<int>(device),
+                     ": tried to allocate ", format_bytes(nbytes), "; ", format_bytes(allocated),
+                     " allocated by PyTorch, ", format_bytes(reserved), " reserved, ", format_bytes(total_b),
+                     " total capacity, ", format_bytes(free_b), " free. (", g_vendor->last_error(), ")");
   }
-  Block& b = g_blocks.find(ptr)->second;
-  b.allocated = true;
-  b.requested = nbytes;
-  record_use(c.stats, b, true);
-  return {ptr, ptr, &free_allocation, reported};
+  g_live.emplace(block->ptr, std::make_pair(device, block));
+  return {block->ptr, block->ptr, &free_allocation, reported};
 }
 
 c10::DataPtr DevxAllocator::allocate(size_t nbytes) {
@@ -210,7 +123,7 @@ bool DevxAllocator::initialized() {
 void DevxAllocator::emptyCache(c10::MempoolId_t) {
   if (!vendor_loaded()) return;
   std::lock_guard<std::mutex> lock(g_mutex);
-  for (c10::DeviceIndex d = 0; d < device_count(); ++d) release_cached(d);
+  for (auto& blocks : all_devices()) blocks->release_free_segments();
 }
 
 void DevxAllocator::recordStream(const c10::DataPtr&, c10::Stream) {
@@ -219,13 +132,19 @@ void DevxAllocator::recordStream(const c10::DataPtr&, c10::Stream) {
 }
 
 DeviceStats DevxAllocator::getDeviceStats(c10::DeviceIndex device) {
-  DeviceStats& st = cache_of(device).stats;
+  DeviceBlocks& blocks = blocks_of(device);
   std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceStats st = blocks.stats();
+  // Split pieces are counted when asked for (current values only): they change on every
+  // allocation and nobody reads them on the hot path.
+  auto [count, bytes] = blocks.inactive_split();
+  st.inactive_split[0].current = count;
+  st.inactive_split_bytes[0].current = bytes;
   return st;
 }
 
 void DevxAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
-  DeviceStats& st = cache_of(device).stats;
+  DeviceStats& st = blocks_of(device).stats();
   std::lock_guard<std::mutex> lock(g_mutex);
   for_each_stat(st, [](c10::CachingAllocator::Stat& s) { s.reset_accumulated(); });
   st.num_alloc_retries = 0;
@@ -236,7 +155,7 @@ void DevxAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 }
 
 void DevxAllocator::resetPeakStats(c10::DeviceIndex device) {
-  DeviceStats& st = cache_of(device).stats;
+  DeviceStats& st = blocks_of(device).stats();
   std::lock_guard<std::mutex> lock(g_mutex);
   for_each_stat(st, [](c10::CachingAllocator::Stat& s) { s.reset_peak(); });
 }
@@ -269,19 +188,22 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
 
 c10::DeviceIndex allocation_device(const c10::DataPtr& ptr) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_blocks.find(ptr.get());
-  TORCH_INTERNAL_ASSERT(it != g_blocks.end(), "devx: ", ptr.get(), " is not a devx allocation");
-  return it->second.device;
+  auto it = g_live.find(ptr.get());
+  TORCH_INTERNAL_ASSERT(it != g_live.end(), "devx: ", ptr.get(), " is not a live devx allocation");
+  return it->second.first;
 }
 
 bool free_if_devx_allocation(void* ptr) {
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    auto it = g_blocks.find(ptr);
-    if (it == g_blocks.end() || !it->second.allocated) return false;
+    if (g_live.find(ptr) == g_live.end()) return false;
   }
   free_allocation(ptr);
   return true;
+}
+
+void check_allocator_settings() {
+  settings();
 }
 
 namespace {

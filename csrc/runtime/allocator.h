@@ -36,6 +36,9 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 bool is_devx_allocation(const c10::DataPtr& ptr);
 // The devx device an allocation lives on; `ptr` must satisfy is_devx_allocation.
 c10::DeviceIndex allocation_device(const c10::DataPtr& ptr);
+// Reads DEVX_ALLOC_CONF now, so a bad setting fails at import rather than at the first allocation.
+void check_allocator_settings();
+
 // Frees `ptr` if the devx allocator owns it; false (and nothing done) otherwise.
 bool free_if_devx_allocation(void* ptr);
 

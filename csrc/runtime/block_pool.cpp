@@ -1,0 +1,182 @@
+#include "runtime/block_pool.h"
+
+#include "runtime/env.h"
+#include "runtime/exception.h"
+#include "runtime/vendor.h"
+
+namespace devx {
+
+namespace {
+
+using c10::CachingAllocator::StatType;
+
+constexpr size_t kSmallSize = 1 << 20;      // requests up to this go to the small pool
+constexpr size_t kSmallBuffer = 2 << 20;    // segment size of the small pool
+// Large requests get segments of their own size rounded to 2 MiB. CUDA packs requests below
+// 10 MiB into 20 MiB segments to save cudaMalloc calls; here a vendor allocation is cheap next to
+// the memory a half-used 20 MiB segment holds back, and the cache absorbs repeats anyway.
+constexpr size_t kRoundLarge = 2 << 20;
+constexpr size_t kOversizeSlack = 20 << 20;
+
+template <typename F>
+void for_pool(bool small, F f) {
+  f(static_cast<size_t>(StatType::AGGREGATE));
+  f(static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL));
+}
+
+}  // namespace
+
+AllocatorSettings read_allocator_settings() {
+  AllocatorSettings s;
+  std::string conf = env::get_string("DEVX_ALLOC_CONF", "");
+  size_t pos = 0;
+  while (pos < conf.size()) {
+    size_t comma = conf.find(',', pos);
+    std::string item = conf.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? conf.size() : comma + 1;
+    if (item.empty()) continue;
+    size_t colon = item.find(':');
+    TORCH_CHECK_VALUE(colon != std::string::npos, "DEVX_ALLOC_CONF='", conf, "': '", item,
+                      "' is not key:value (known key: max_split_size_mb)");
+    std::string key = item.substr(0, colon), value = item.substr(colon + 1);
+    TORCH_CHECK_VALUE(key == "max_split_size_mb", "DEVX_ALLOC_CONF='", conf, "': unknown setting '", key,
+                      "' (known: max_split_size_mb)");
+    char* end = nullptr;
+    long long mb = std::strtoll(value.c_str(), &end, 10);
+    TORCH_CHECK_VALUE(end && *end == '\0' && !value.empty() && mb > 20, "DEVX_ALLOC_CONF='", conf,
+                      "': max_split_size_mb must be an integer above 20, got '", value, "'");
+    s.max_split_size = static_cast<size_t>(mb) << 20;
+  }
+  return s;
+}
+
+Block* DeviceBlocks::allocate(size_t size, size_t requested) {
+  const bool small = size <= kSmallSize;
+  Block* block = take_free(size, small);
+  if (!block) block = new_segment(size, small);
+  if (!block) {
+    stats_.num_alloc_retries++;
+    release_free_segments();
+    block = new_segment(size, small);
+    if (!block) return nullptr;
+  }
+  split(block, size);
+  block->allocated = true;
+  block->requested = requested;
+  for_pool(small, [&](size_t i) {
+    stats_.allocation[i].increase(1);
+    stats_.active[i].increase(1);
+    stats_.allocated_bytes[i].increase(block->size);
+    stats_.active_bytes[i].increase(block->size);
+    stats_.requested_bytes[i].increase(requested);
+  });
+  if (block->size >= settings_->max_split_size) stats_.oversize_allocations.increase(1);
+  return block;
+}
+
+Block* DeviceBlocks::take_free(size_t size, bool small) {
+  Pool& p = pool(small);
+  Block key{nullptr, size, 0, false, small};
+  auto it = p.lower_bound(&key);
+  if (it == p.end()) return nullptr;
+  Block* b = *it;
+  const size_t max_split = settings_->max_split_size;
+  // Small requests leave oversize blocks alone; oversize requests take one only if the excess is
+  // at most a large segment's worth (it will not be split).
+  if (size < max_split && b->size >= max_split) return nullptr;
+  if (size >= max_split && b->size >= size + kOversizeSlack) return nullptr;
+  p.erase(it);
+  return b;
+}
+
+Block* DeviceBlocks::new_segment(size_t size, bool small) {
+  size_t segment = small ? kSmallBuffer : (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+  void* ptr = nullptr;
+  DevxStatus status = g_vendor->malloc(device_, segment, &ptr);
+  if (status == DEVX_ERROR_OOM) return nullptr;
+  DEVX_VENDOR_CHECK(status);
+  for_pool(small, [&](size_t i) {
+    stats_.segment[i].increase(1);
+    stats_.reserved_bytes[i].increase(segment);
+  });
+  stats_.num_device_alloc++;
+  if (segment >= settings_->max_split_size) stats_.oversize_segments.increase(1);
+  return new Block{ptr, segment, 0, false, small};
+}
+
+void DeviceBlocks::split(Block* block, size_t size) {
+  size_t rest = block->size - size;
+  bool worth = block->small ? rest >= 512 : rest > kSmallSize;
+  if (!worth || block->size >= settings_->max_split_size) return;
+  auto* remainder = new Block{static_cast<char*>(block->ptr) + size, rest, 0, false, block->small, block, block->next};
+  if (block->next) block->next->prev = remainder;
+  block->next = remainder;
+  block->size = size;
+  pool(block->small).insert(remainder);
+}
+
+void DeviceBlocks::free(Block* block) {
+  block->allocated = false;
+  for_pool(block->small, [&](size_t i) {
+    stats_.allocation[i].decrease(1);
+    stats_.active[i].decrease(1);
+    stats_.allocated_bytes[i].decrease(block->size);
+    stats_.active_bytes[i].decrease(block->size);
+    stats_.requested_bytes[i].decrease(block->requested);
+  });
+  if (block->size >= settings_->max_split_size) stats_.oversize_allocations.decrease(1);
+  Pool& p = pool(block->small);
+  if (Block* prev = block->prev; prev && !prev->allocated) {
+    p.erase(prev);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next) block->next->prev = prev;
+    delete block;
+    block = prev;
+  }
+  if (Block* next = block->next; next && !next->allocated) {
+    p.erase(next);
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next) next->next->prev = block;
+    delete next;
+  }
+  p.insert(block);
+}
+
+void DeviceBlocks::release_free_segments() {
+  for (Pool* p : {&small_, &large_}) {
+    for (auto it = p->begin(); it != p->end();) {
+      Block* b = *it;
+      if (b->prev || b->next) {
+        ++it;
+        continue;
+      }
+      DevxStatus status = g_vendor->free(device_, b->ptr);
+      TORCH_INTERNAL_ASSERT(status == DEVX_OK, "devx: vendor free failed: ", g_vendor->last_error());
+      for_pool(b->small, [&](size_t i) {
+        stats_.segment[i].decrease(1);
+        stats_.reserved_bytes[i].decrease(b->size);
+      });
+      stats_.num_device_free++;
+      if (b->size >= settings_->max_split_size) stats_.oversize_segments.decrease(1);
+      it = p->erase(it);
+      delete b;
+    }
+  }
+}
+
+std::pair<int64_t, int64_t> DeviceBlocks::inactive_split() const {
+  int64_t count = 0, bytes = 0;
+  for (const Pool* p : {&small_, &large_}) {
+    for (const Block* b : *p) {
+      if (b->prev || b->next) {
+        ++count;
+        bytes += static_cast<int64_t>(b->size);
+      }
+    }
+  }
+  return {count, bytes};
+}
+
+}  // namespace devx

@@ -1,0 +1,106 @@
+"""The caching device allocator: block reuse, splitting and merging, empty_cache, statistics with
+CUDA's keys, DEVX_ALLOC_CONF, and out-of-memory recovery."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+import torch_devx  # noqa: F401
+from conftest import assert_child_ok, run_python
+
+MiB = 1 << 20
+
+
+def _fresh(device: int = 1) -> None:
+    gc.collect()
+    torch.devx.synchronize(device)
+    torch.devx.empty_cache()
+
+
+def test_freed_blocks_are_reused_without_new_segments():
+    _fresh()
+    x = torch.empty(3 * MiB, dtype=torch.uint8, device="devx:1")
+    segments = torch.devx.memory_stats(1)["segment.all.current"]
+    ptr = x.data_ptr()
+    del x
+    y = torch.empty(3 * MiB, dtype=torch.uint8, device="devx:1")
+    assert y.data_ptr() == ptr
+    assert torch.devx.memory_stats(1)["segment.all.current"] == segments
+
+
+def test_small_requests_share_a_segment_and_merge_back():
+    _fresh()
+    before = torch.devx.memory_stats(1)
+    parts = [torch.empty(1000, dtype=torch.uint8, device="devx:1") for _ in range(8)]
+    stats = torch.devx.memory_stats(1)
+    assert stats["segment.small_pool.current"] == before["segment.small_pool.current"] + 1  # one 2 MiB segment
+    assert stats["allocation.small_pool.current"] == before["allocation.small_pool.current"] + 8
+    assert torch.devx.memory_stats(1)["inactive_split.all.current"] >= 1  # the segment's unused tail
+    del parts
+    gc.collect()
+    stats = torch.devx.memory_stats(1)
+    assert stats["inactive_split.all.current"] == 0  # every piece merged back into one free block
+    torch.devx.empty_cache()
+    assert torch.devx.memory_stats(1)["reserved_bytes.all.current"] == before["reserved_bytes.all.current"]
+
+
+def test_split_block_serves_a_smaller_request():
+    _fresh()
+    big = torch.empty(8 * MiB, dtype=torch.uint8, device="devx:1")
+    base = big.data_ptr()
+    del big
+    reserved = torch.devx.memory_reserved(1)
+    small = torch.empty(3 * MiB, dtype=torch.uint8, device="devx:1")
+    rest = torch.empty(4 * MiB, dtype=torch.uint8, device="devx:1")
+    assert small.data_ptr() == base and rest.data_ptr() == base + 3 * MiB
+    assert torch.devx.memory_reserved(1) == reserved
+
+
+def test_stats_keys_match_cuda_and_accelerator():
+    stats = torch.devx.memory_stats(0)
+    for metric in ("allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",
+                   "active_bytes", "inactive_split_bytes", "requested_bytes"):
+        for pool in ("all", "large_pool", "small_pool"):
+            for kind in ("current", "peak", "allocated", "freed"):
+                assert f"{metric}.{pool}.{kind}" in stats
+    for key in ("num_alloc_retries", "num_ooms", "num_device_alloc", "num_device_free"):
+        assert key in stats
+    assert torch.devx.memory_allocated(0) == torch.accelerator.memory_allocated(0)
+    assert torch.devx.memory_reserved(0) == torch.accelerator.memory_reserved(0)
+    assert "Allocated memory" in torch.devx.memory_summary(0)
+
+
+def test_bad_alloc_conf_fails_at_import():
+    proc = run_python("import torch_devx", DEVX_ALLOC_CONF="max_split_size_mb:abc")
+    assert proc.returncode == 1 and "ValueError" in proc.stderr and "DEVX_ALLOC_CONF" in proc.stderr
+    proc = run_python("import torch_devx", DEVX_ALLOC_CONF="garbage_threshold:0.5")
+    assert proc.returncode == 1 and "unknown setting 'garbage_threshold'" in proc.stderr
+
+
+def test_out_of_memory_frees_the_cache_and_retries():
+    code = """
+import gc, torch, torch_devx
+MiB = 1 << 20
+blocks = [torch.empty(8 * MiB, dtype=torch.uint8, device="devx") for _ in range(6)]
+del blocks   # 48 MiB cached in 8 MiB blocks
+gc.collect()
+big = torch.empty(40 * MiB, dtype=torch.uint8, device="devx")   # only fits once the cache is given back
+stats = torch.devx.memory_stats()
+assert stats["num_alloc_retries"] >= 1, stats["num_alloc_retries"]
+del big
+try:
+    torch.empty(100 * MiB, dtype=torch.uint8, device="devx")
+except torch.OutOfMemoryError as e:
+    assert "tried to allocate 100.00 MiB" in str(e) and "reserved" in str(e), e
+else:
+    raise AssertionError("no OOM")
+assert torch.devx.memory_stats()["num_ooms"] == 1
+print(torch.ones(4, device="devx").sum().item())
+"""
+    proc = run_python(code, DEVX_SIM_MEMORY="64MiB")
+    assert_child_ok(proc)
+    assert proc.stdout.strip() == "4.0"
+
