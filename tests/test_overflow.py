@@ -1,0 +1,96 @@
+"""torch_devx.tools.OverflowCheck: stops at a planted inf naming the API and the calling line;
+quiet on a clean run; max_hits tolerates earlier hits; nothing left active after stop."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, plant: bool) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.plant = plant
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        if self.plant:
+            h = h / 0  # PLANTED
+        return h.sum()
+
+
+def _line_of(marker: str) -> int:
+    lines, start = inspect.getsourcelines(Model.forward)
+    return start + next(i for i, text in enumerate(lines) if marker in text)
+
+
+@pytest.fixture
+def tools(devx):
+    import torch_devx.tools as tools
+
+    yield tools
+    assert torch.overrides._get_current_function_mode_stack() == []
+
+
+def test_stops_at_planted_inf_in_model(tools):
+    torch.manual_seed(0)
+    model = Model(plant=True).to("devx")
+    x = torch.rand(2, 4, device="devx") + 1
+    with pytest.raises(tools.NonFiniteError) as info:
+        with tools.OverflowCheck():
+            model(x)
+    err = info.value
+    assert isinstance(err, RuntimeError)
+    assert err.hit.api == "Tensor.div"
+    assert err.hit.location == f"{__file__}:{_line_of('PLANTED')}"
+    message = str(err)
+    assert "Tensor.div" in message and f"test_overflow.py:{_line_of('PLANTED')}" in message
+    assert "h / 0" in message
+    # Input statistics: the relu output (finite) and the scalar divisor; the output's inf count.
+    assert "float32 (2, 4) devx:0" in message and "nan=0 inf=0" in message
+    assert "args[1]: 0" in message
+    assert "nan=0 inf=0" not in err.hit.outputs[0]  # x > 0 / 0 is inf, relu's zeros / 0 are nan
+
+
+def test_log_of_zero_names_torch_log(tools):
+    x = torch.tensor([1.0, 0.0, 2.0], device="devx")
+    with pytest.raises(tools.NonFiniteError) as info:
+        with tools.OverflowCheck():
+            y = x * 2
+            torch.log(y)  # LOG
+    hit = info.value.hit
+    assert hit.api == "torch.log"
+    assert hit.source == "torch.log(y)  # LOG"
+    assert "min=0 max=4 mean=2 nan=0 inf=0" in hit.inputs[0]
+    assert "inf=1" in hit.outputs[0]
+
+
+def test_clean_run_does_not_fire(tools):
+    model = Model(plant=False).to("devx")
+    with tools.OverflowCheck() as check:
+        for _ in range(3):
+            loss = model(torch.rand(2, 4, device="devx"))
+            loss.backward()
+    assert check.hits == []
+
+
+def test_max_hits_tolerates_earlier_hits(tools):
+    x = torch.tensor([0.0, 1.0], device="devx")
+    check = tools.OverflowCheck(max_hits=2)
+    check.start()
+    try:
+        a = torch.log(x)          # hit 1: tolerated
+        b = x.exp()               # finite: not a hit
+        with pytest.raises(tools.NonFiniteError) as info:
+            1.0 / x               # hit 2: raises
+    finally:
+        check.stop()
+    assert [h.api for h in check.hits] == ["torch.log", "Tensor.__rtruediv__"]
+    assert "hit 2 of max_hits=2" in str(info.value)
+    assert torch.isinf(a).any() and torch.isfinite(b).all()
+    # Stopped: nothing checked any more.
+    torch.log(x)
+    assert len(check.hits) == 2

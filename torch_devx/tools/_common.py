@@ -1,0 +1,121 @@
+"""Helpers shared by the tools: API names, the noise list, start/stop of a TorchFunctionMode, source lines."""
+from __future__ import annotations
+
+import os
+import sys
+from types import FrameType
+from typing import Any, Callable, Optional
+
+import torch
+import torch.overrides
+
+__all__ = ["NOISE", "api_name", "ModeTool", "user_frame"]
+
+# Calls that are not "API calls" worth timing or checking. Besides these, every property access
+# (`t.shape`, `t.device`, `t.grad`, `t.T`: torch reports them as `Tensor.<prop>.__get__`/`__set__`)
+# and every private name (`torch._C._set_grad_enabled`, `Tensor._version`) is left out.
+NOISE = frozenset({
+    "__repr__", "__str__", "__format__", "__hash__", "__len__", "__reduce_ex__", "__deepcopy__",
+    "__getstate__", "__setstate__", "__dir__", "__array__",
+    "dim", "ndimension", "size", "stride", "numel", "nelement", "storage_offset", "element_size",
+    "is_floating_point", "is_complex", "is_contiguous", "data_ptr", "get_device", "has_names",
+})
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_DEVX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+_names: dict[Any, Optional[str]] = {}
+
+
+def _compute_name(func: Callable) -> Optional[str]:
+    short = getattr(func, "__name__", "") or ""
+    if short in NOISE or (short.startswith("_") and not short.startswith("__")):
+        return None
+    try:
+        name = torch.overrides.resolve_name(func)
+    except Exception:  # noqa: BLE001 - resolve_name is best effort
+        name = None
+    if name is None:  # factories (torch.randn) and a few builtins are not in torch's table
+        module = getattr(func, "__module__", None)
+        qual = getattr(func, "__qualname__", short) or short
+        if qual.startswith(("TensorBase.", "Tensor.")):
+            name = "Tensor." + short
+        elif module in ("torch", None):
+            name = "torch." + short
+        else:
+            name = f"{module}.{short}"
+    if name.startswith("torch.Tensor."):
+        name = name[len("torch."):]
+    if any(part.startswith("_") and not part.startswith("__") for part in name.split(".")[1:]):
+        return None
+    return name
+
+
+def api_name(func: Callable) -> Optional[str]:
+    """The public name of a function seen by a TorchFunctionMode ("torch.add", "Tensor.sum",
+    "torch.nn.functional.relu"), or None for noise (see NOISE). Cached per function."""
+    if getattr(func, "__name__", None) in ("__get__", "__set__", "__delete__"):
+        return None  # property access; a fresh method-wrapper each time, so not worth caching
+    try:
+        return _names[func]
+    except KeyError:
+        name = _names[func] = _compute_name(func)
+        return name
+    except TypeError:  # unhashable callable
+        return _compute_name(func)
+
+
+def user_frame(start: Optional[FrameType] = None) -> Optional[FrameType]:
+    """The innermost frame whose file is outside torch and torch_devx: the line that called the API."""
+    frame = start if start is not None else sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not (filename.startswith(_TORCH_DIR) or filename.startswith(_DEVX_DIR)
+                or frame.f_code.co_filename.startswith("<frozen")):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+class ModeTool(torch.overrides.TorchFunctionMode):
+    """A TorchFunctionMode with start()/stop() besides `with`. Nothing is pushed before start()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._active = False
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def _on_start(self) -> None:  # for subclasses: install hooks
+        pass
+
+    def _on_stop(self) -> None:  # for subclasses: remove hooks
+        pass
+
+    def start(self) -> "ModeTool":
+        if self._active:
+            raise RuntimeError(f"{type(self).__name__} is already started")
+        self._on_start()
+        torch.overrides._push_mode(self)
+        self._active = True
+        return self
+
+    def stop(self) -> "ModeTool":
+        if not self._active:
+            return self
+        top = torch.overrides._get_current_function_mode()
+        if top is not self:
+            raise RuntimeError(f"{type(self).__name__}.stop(): another TorchFunctionMode ({type(top).__name__}) "
+                               "was pushed after this one and is still active; leave it first")
+        torch.overrides._pop_mode()
+        self._active = False
+        self._on_stop()
+        return self
+
+    def __enter__(self) -> "ModeTool":
+        return self.start()
+
+    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+        self.stop()
