@@ -114,6 +114,13 @@ def test_stop_leaves_nothing_active(timer):
     torch.add(x, x)
     lin(x)
     assert {r.api: r.calls for r in t.summary()} == before
+    # A forward that raises (wrong shape) still closes its module entry: later calls are outermost.
+    wrong = torch.ones(3, device="devx")
+    with timer() as t:
+        with pytest.raises(RuntimeError):
+            lin(wrong)
+        x + x
+    assert t._depth == 0 and {r.api: r.calls for r in t.summary()} == {"Module.Linear": 1, "Tensor.add": 1}
     # An exception inside the block still stops the timer.
     with pytest.raises(ZeroDivisionError):
         with timer():

@@ -3,6 +3,10 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/boxing/impl/boxing.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
 #include "aten/compute_scope.h"
@@ -58,6 +62,23 @@ decltype(auto) call_boxed(const c10::BoxedKernel& kernel, int op, c10::DispatchK
 // The bias sizes convolution_backward wants, from the weight's layout.
 inline std::vector<c10::SymInt> conv_bias_sizes(const at::Tensor& weight, bool transposed, c10::SymInt groups) {
   return {transposed ? weight.sym_size(1) * groups : weight.sym_size(0)};
+}
+
+// native_dropout computed as the CPU's dropout computes it (same random draws, same rounding), on
+// compute-device tensors.
+inline std::tuple<at::Tensor, at::Tensor> dropout_as_cpu(const at::Tensor& input, double p, std::optional<bool> train,
+                                                        const at::Generator& generator) {
+  if (!train.value_or(true) || p == 0) {
+    return {input.clone(), at::ones_like(input, input.options().dtype(c10::kBool))};
+  }
+  if (p == 1) {
+    return {input.mul(at::zeros({}, input.options())), at::zeros_like(input, input.options().dtype(c10::kBool))};
+  }
+  at::Tensor noise = at::empty_like(input);
+  noise.bernoulli_(1 - p, generator);
+  at::Tensor mask = noise.to(c10::kBool);
+  noise.div_(1 - p);
+  return {input.mul(noise), mask};
 }
 
 }  // namespace devx

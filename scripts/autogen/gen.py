@@ -66,6 +66,8 @@ def expand_table(table: list, fns: list[NativeFunction]) -> list[Entry]:
         root = by_name[name]
         group = [root] if spec.get("only") or spec.get("call") else by_signature[root.func.signature()]
         for f in group:
+            if draws_from_default_generator(f):
+                continue
             if f.has_composite_implicit_autograd_kernel and not has_backend_kernel(f):
                 if f is root:
                     raise SystemExit(
@@ -84,6 +86,18 @@ def expand_table(table: list, fns: list[NativeFunction]) -> list[Entry]:
                     e.includes.add(by_ident[ident].root_name)
             entries[key] = e
     return list(entries.values())
+
+
+def draws_from_default_generator(f: NativeFunction) -> bool:
+    """Random overloads without a generator argument (randperm(n)) forward to their generator
+    overload through a composite kernel. Left to that kernel they reach devx's generator; run on
+    the compute device directly they would draw from the CPU's default generator instead."""
+    takes_generator = any(classify(a.type) == "generator" for a in f.func.arguments.flat_all)
+    return (
+        "nondeterministic_seeded" in f.tags
+        and not takes_generator
+        and f.has_composite_explicit_autograd_kernel
+    )
 
 
 def has_backend_kernel(f: NativeFunction) -> bool:

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import linecache
 import logging
-import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -67,7 +66,8 @@ class Hit:
 
 
 def tensor_stats(t: torch.Tensor) -> str:
-    """dtype, shape, min, max, mean, nan and inf counts (one line). Needs the values on the host."""
+    """dtype, shape, device, min, max, mean, nan and inf counts (one line; with inf/nan present also the
+    range of the finite values). Each .item() is a host sync."""
     head = f"{str(t.dtype).replace('torch.', '')} {tuple(t.shape)} {t.device}"
     if t.numel() == 0:
         return head + " empty"
@@ -80,8 +80,13 @@ def tensor_stats(t: torch.Tensor) -> str:
         if v.is_floating_point():
             nan, inf = int(torch.isnan(v).sum().item()), int(torch.isinf(v).sum().item())
             vf = v.float()
-            return head + (f" min={vf.min().item():.6g} max={vf.max().item():.6g} mean={vf.mean().item():.6g}"
+            line = head + (f" min={vf.min().item():.6g} max={vf.max().item():.6g} mean={vf.mean().item():.6g}"
                            f" nan={nan} inf={inf}")
+            if nan or inf:
+                finite = vf[torch.isfinite(vf)]
+                if finite.numel():
+                    line += f" finite_min={finite.min().item():.6g} finite_max={finite.max().item():.6g}"
+            return line
         vd = v.double()
         return head + f" min={v.min().item()} max={v.max().item()} mean={vd.mean().item():.6g}"
 
