@@ -127,3 +127,55 @@ def test_autocompare_of_the_long_tail_and_env_switch(diag):
     os.environ["DIPU_AUTOCOMPARE_OPS_LIST"] = ""
     torch.cos(x)
     assert diag.autocompare_stats().get("cos") == (1, 0)
+
+
+LEAK_SCRIPT = textwrap.dedent("""
+    import torch, torch_devx
+    keep = []
+    def make_buffers():
+        keep.append(torch.zeros(1000, device="devx"))  # LEAK
+    temporary = torch.ones(10, device="devx")
+    del temporary
+    make_buffers()
+    print("live", torch_devx._C._mem_check_live())
+""")
+
+
+def test_mem_check_reports_a_leak_with_size_and_line():
+    proc = run_python(LEAK_SCRIPT, DIPU_MEM_CHECK="1")
+    assert_child_ok(proc)
+    assert "live 1" in proc.stdout
+    report = proc.stderr
+    assert "1 allocation (4000 bytes) not released" in report
+    assert "4000 bytes on devx:0" in report and "<string>:5" in report  # the line of the LEAK
+    assert "C++ backtrace" not in report
+
+
+def test_mem_check_backtraces_and_off_switch():
+    proc = run_python(LEAK_SCRIPT, DIPU_MEM_CHECK="1", DIPU_MEM_CHECK_ENABLE_BACKTRACE="1")
+    assert_child_ok(proc)
+    assert "Python stack:" in proc.stderr and "make_buffers" in proc.stderr
+    assert "C++ backtrace:" in proc.stderr and "empty" in proc.stderr
+    proc = run_python(LEAK_SCRIPT, DIPU_MEM_CHECK="0")
+    assert_child_ok(proc)
+    assert "live 0" in proc.stdout and "not released" not in proc.stderr
+    proc = run_python(LEAK_SCRIPT, DIPU_MEM_CHECK="maybe")
+    assert proc.returncode == 1 and "DIPU_MEM_CHECK" in proc.stderr and "ValueError" in proc.stderr
+
+
+def test_mem_check_on_demand_while_running():
+    code = textwrap.dedent("""
+        import os, torch, torch_devx
+        os.environ["DIPU_MEM_CHECK"] = "1"
+        a = torch.empty(256, device="devx")
+        b = torch.empty(512, device="devx")
+        del a
+        print(torch_devx.diagnostics.mem_check_report())
+        del b
+        print(torch_devx.diagnostics.mem_check_report())
+    """)
+    proc = run_python(code)
+    assert_child_ok(proc)
+    first, second = proc.stdout.split("devx memory check:")[1:3]
+    assert "1 allocation (2048 bytes)" in first and "2048 bytes on devx:0" in first
+    assert "0 allocations (0 bytes)" in second

@@ -6,6 +6,7 @@ unchanged CUDA scripts run on devx.
 """
 from __future__ import annotations
 
+import atexit
 import os
 
 import torch
@@ -27,6 +28,11 @@ _environ.watch()
 from . import _autograd_exit, cuda_mock, diagnostics  # noqa: E402
 
 _autograd_exit.install()
+
+# Bad values fail here, at import, rather than being ignored.
+_environ.flag("DIPU_MEM_CHECK", default=False)
+_environ.flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False)
+atexit.register(diagnostics._report_leaks_at_exit)
 
 if _environ.flag("DEVX_MOCK_CUDA", default=True):
     cuda_mock.enable()

@@ -77,3 +77,17 @@ def override_kernel(op: str, fn: Callable[..., Any] | None) -> None:
     planting faults that the other diagnostics must catch. Diagnostics such as autocompare see
     the override as the op's kernel."""
     _C._set_override(op, fn)
+
+
+def mem_check_report() -> str:
+    """The devx allocations made while DIPU_MEM_CHECK=1 and not yet released: count, bytes, and
+    for each its size, device and the Python line that made it (with
+    DIPU_MEM_CHECK_ENABLE_BACKTRACE=1 also the Python stack and the C++ backtrace)."""
+    return _C._mem_check_report()
+
+
+def _report_leaks_at_exit() -> None:
+    import sys
+
+    if _C._mem_check_live():
+        print(mem_check_report(), file=sys.stderr)

@@ -20,6 +20,7 @@
 #include "runtime/exception.h"
 #include "runtime/generator.h"
 #include "runtime/log.h"
+#include "runtime/mem_check.h"
 #include "runtime/vendor.h"
 
 namespace py = pybind11;
@@ -81,6 +82,15 @@ std::string python_location() {
   return found;
 }
 
+std::string python_stack() {
+  if (!Py_IsInitialized()) return "";
+  py::gil_scoped_acquire gil;
+  py::list frames = py::module_::import("traceback").attr("format_stack")();
+  std::string out;
+  for (const auto& f : frames) out += "      " + py::cast<std::string>(f);
+  return out;
+}
+
 py::object to_python(const c10::IValue& v) {
   if (v.isTensor()) return py::reinterpret_steal<py::object>(THPVariable_Wrap(v.toTensor()));
   if (v.isTensorList()) {
@@ -132,6 +142,7 @@ void init(const std::string& library_dir) {
   devx::init_kernel_table();
   devx::register_long_tail();
   devx::diag::set_location_provider(&python_location);
+  devx::memcheck::set_python_providers(&python_location, &python_stack);
   devx::diag::set_override_runner(&run_override);
   devx::diag::refresh();
 }
@@ -191,6 +202,8 @@ PYBIND11_MODULE(_C, m) {
     return ns / iterations;
   });
   m.def("_autocompare_stats", &devx::diag::autocompare_stats);
+  m.def("_mem_check_report", &devx::memcheck::report);
+  m.def("_mem_check_live", &devx::memcheck::live_count);
   m.def("_reset_autocompare_stats", &devx::diag::reset_autocompare_stats);
   m.def("_set_override", [](const std::string& op, py::object fn) {
     if (fn.is_none()) {

@@ -9,6 +9,7 @@
 #include "runtime/block_pool.h"
 #include "runtime/device.h"
 #include "runtime/exception.h"
+#include "runtime/mem_check.h"
 #include "runtime/vendor.h"
 
 namespace devx {
@@ -49,6 +50,7 @@ size_t round_size(size_t n) {
 }
 
 void free_allocation(void* ptr) {
+  if (C10_UNLIKELY(memcheck::g_enabled.load(std::memory_order_relaxed))) memcheck::on_free(ptr);
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_live.find(ptr);
   TORCH_INTERNAL_ASSERT(it != g_live.end(), "devx: freeing ", ptr, ", which is not a live devx allocation");
@@ -100,6 +102,8 @@ c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, 
                      " total capacity, ", format_bytes(free_b), " free. (", g_vendor->last_error(), ")");
   }
   g_live.emplace(block->ptr, std::make_pair(device, block));
+  lock.unlock();
+  if (C10_UNLIKELY(memcheck::g_enabled.load(std::memory_order_relaxed))) memcheck::on_alloc(block->ptr, nbytes, device);
   return {block->ptr, block->ptr, &free_allocation, reported};
 }
 

@@ -1,0 +1,106 @@
+#include "runtime/mem_check.h"
+
+#include <c10/util/Backtrace.h>
+
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "runtime/env.h"
+
+namespace devx::memcheck {
+
+std::atomic<bool> g_enabled{false};
+
+namespace {
+
+struct Record {
+  size_t size;
+  c10::DeviceIndex device;
+  uint64_t serial;
+  std::string line;
+  std::string python_stack;
+  std::string cpp_backtrace;
+};
+
+std::mutex g_mutex;
+std::map<void*, Record> g_live;
+uint64_t g_serial = 0;
+std::atomic<bool> g_backtrace{false};
+std::function<std::string()> g_line;
+std::function<std::string()> g_stack;
+
+void reload() {
+  try {
+    g_enabled.store(env::get_bool("DIPU_MEM_CHECK", false), std::memory_order_relaxed);
+    g_backtrace.store(env::get_bool("DIPU_MEM_CHECK_ENABLE_BACKTRACE", false), std::memory_order_relaxed);
+  } catch (const std::exception&) {
+    // A bad value is reported by the Python layer, which validates it at the assignment.
+  }
+}
+
+struct Init {
+  Init() {
+    reload();
+    env::add_listener(&reload);
+  }
+};
+Init g_init;
+
+}  // namespace
+
+void on_alloc(void* ptr, size_t size, c10::DeviceIndex device) {
+  Record r{size, device, 0, "", "", ""};
+  std::function<std::string()> line, stack;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    line = g_line;
+    stack = g_stack;
+  }
+  if (line) r.line = line();
+  if (g_backtrace.load(std::memory_order_relaxed)) {
+    if (stack) r.python_stack = stack();
+    r.cpp_backtrace = c10::get_backtrace(/*frames_to_skip=*/2, /*maximum_number_of_frames=*/32);
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  r.serial = ++g_serial;
+  g_live[ptr] = std::move(r);
+}
+
+void on_free(void* ptr) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_live.erase(ptr);
+}
+
+size_t live_count() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_live.size();
+}
+
+std::string report() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  size_t total = 0;
+  for (const auto& [ptr, r] : g_live) total += r.size;
+  std::ostringstream os;
+  os << "devx memory check: " << g_live.size() << " allocation" << (g_live.size() == 1 ? "" : "s") << " ("
+     << total << " bytes) not released";
+  // Oldest first: the allocation that has lived longest is the likeliest leak.
+  std::multimap<uint64_t, std::pair<void*, const Record*>> ordered;
+  for (const auto& [ptr, r] : g_live) ordered.emplace(r.serial, std::make_pair(ptr, &r));
+  for (const auto& [serial, entry] : ordered) {
+    const Record& r = *entry.second;
+    os << "\n  " << r.size << " bytes on devx:" << static_cast<int>(r.device) << " at " << entry.first;
+    if (!r.line.empty()) os << ", allocated at " << r.line;
+    if (!r.python_stack.empty()) os << "\n    Python stack:\n" << r.python_stack;
+    if (!r.cpp_backtrace.empty()) os << "\n    C++ backtrace:\n" << r.cpp_backtrace;
+  }
+  return os.str();
+}
+
+void set_python_providers(std::function<std::string()> line, std::function<std::string()> stack) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_line = std::move(line);
+  g_stack = std::move(stack);
+}
+
+}  // namespace devx::memcheck
