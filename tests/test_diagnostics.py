@@ -179,3 +179,38 @@ def test_mem_check_on_demand_while_running():
     first, second = proc.stdout.split("devx memory check:")[1:3]
     assert "1 allocation (2048 bytes)" in first and "2048 bytes on devx:0" in first
     assert "0 allocations (0 bytes)" in second
+
+
+TRACE_SCRIPT = textwrap.dedent("""
+    import os, torch, torch_devx
+    x = torch.randn(100, device="devx")
+    torch.devx.empty_cache()
+    os.environ["DEVX_TRACE_RUNTIME"] = "sync=1,malloc=1,memcpy=1"
+    for _ in range(3):
+        value = (x * 2).sum().item()          # line 7: three host waits
+    big = torch.empty(64 << 20, dtype=torch.uint8, device="devx")  # line 8: a new segment
+    torch.devx.synchronize()                  # line 9
+    os.environ["DEVX_TRACE_RUNTIME"] = "0"
+    x.cpu()                                   # not traced
+    print(torch_devx.diagnostics.sync_summary())
+""")
+
+
+def test_runtime_trace_logs_calls_and_sums_host_waits():
+    proc = run_python(TRACE_SCRIPT)
+    assert_child_ok(proc)
+    err = proc.stderr
+    assert "[devx TRACE INFO] stream_synchronize(" in err and "at <string>:7" in err
+    assert "malloc(0, 67108864" in err  # the 64 MiB segment, with its arguments
+    assert "memcpy_async(" in err and " us" in err
+    assert "device_synchronize(0)" in err and "at <string>:9" in err
+    assert "at <string>:11" not in err  # tracing off again
+    rows = [l.split() for l in proc.stdout.splitlines()[1:]]
+    waits = {r[2]: int(r[0]) for r in rows}
+    assert waits["<string>:7"] == 3 and waits["<string>:9"] == 1
+    assert "<string>:11" not in waits
+
+
+def test_runtime_trace_bad_value():
+    proc = run_python("import torch_devx", DEVX_TRACE_RUNTIME="sync=3")
+    assert proc.returncode == 1 and "DEVX_TRACE_RUNTIME" in proc.stderr and "ValueError" in proc.stderr

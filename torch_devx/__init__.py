@@ -33,6 +33,7 @@ _autograd_exit.install()
 _environ.flag("DIPU_MEM_CHECK", default=False)
 _environ.flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False)
 atexit.register(diagnostics._report_leaks_at_exit)
+atexit.register(diagnostics._report_syncs_at_exit)
 
 if _environ.flag("DEVX_MOCK_CUDA", default=True):
     cuda_mock.enable()

@@ -18,6 +18,7 @@ _VALIDATORS = {
     "DIPU_AUTOCOMPARE": _C._refresh_diagnostics,
     "DIPU_AUTOCOMPARE_OPS_LIST": _C._refresh_diagnostics,
     "DIPU_AUTOCOMPARE_RAISE": _C._refresh_diagnostics,
+    "DEVX_TRACE_RUNTIME": _C._trace_reload,
     "DIPU_MEM_CHECK": lambda: flag("DIPU_MEM_CHECK", default=False),
     "DIPU_MEM_CHECK_ENABLE_BACKTRACE": lambda: flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False),
 }

@@ -91,3 +91,24 @@ def _report_leaks_at_exit() -> None:
 
     if _C._mem_check_live():
         print(mem_check_report(), file=sys.stderr)
+
+
+def sync_summary() -> str:
+    """Where the host waited for the device while DEVX_TRACE_RUNTIME had sync=1: per Python
+    source line, the number of waits (.item(), .cpu(), synchronize, copies to the host) and
+    their total time, longest first."""
+    rows = _C._sync_summary()
+    lines = [f"{'waits':>8} {'total ms':>10}  where"]
+    lines += [f"{count:>8} {ms:>10.3f}  {where}" for where, count, ms in rows]
+    return "\n".join(lines)
+
+
+def reset_sync_summary() -> None:
+    _C._reset_sync_summary()
+
+
+def _report_syncs_at_exit() -> None:
+    import sys
+
+    if _C._sync_summary():
+        print("devx host waits by Python line (DEVX_TRACE_RUNTIME sync):\n" + sync_summary(), file=sys.stderr)

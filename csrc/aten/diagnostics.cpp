@@ -14,6 +14,7 @@
 #include "aten/op_dump.h"
 #include "aten/op_registry.h"
 #include "runtime/env.h"
+#include "runtime/python_hooks.h"
 
 namespace devx::diag {
 
@@ -39,7 +40,6 @@ std::mutex g_mutex;
 Settings g_settings;
 std::unordered_set<std::string> g_overrides;
 OverrideRunner g_override_runner;
-std::function<std::string()> g_location;
 // Per generated op; atomics because ops on other threads read them while a refresh rewrites them.
 std::array<std::atomic<uint8_t>, gen::kNumOps> g_flags{};
 std::atomic<int> g_dump_level{0};
@@ -140,10 +140,6 @@ uint8_t flags_for(const c10::OperatorHandle& op) {
   return it->second;
 }
 
-std::string location() {
-  return g_location ? g_location() : std::string();
-}
-
 void slow_path_fn(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   run(op, ks, stack, [&](torch::jit::Stack* s) {
     t_bypass = true;
@@ -214,7 +210,7 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
         std::lock_guard<std::mutex> lock(g_mutex);
         raise = g_settings.compare_raise;
       }
-      replay->compare(*stack, raise, location);
+      replay->compare(*stack, raise, python_line);
     }
   }
   if (dump_level > 1) dump_results(op, *stack, dump_level);
@@ -248,11 +244,6 @@ void set_override(const std::string& op, bool on) {
     g_overrides.erase(op);
   }
   refresh_locked();
-}
-
-void set_location_provider(std::function<std::string()> provider) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_location = std::move(provider);
 }
 
 }  // namespace devx::diag

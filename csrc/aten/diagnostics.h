@@ -53,8 +53,4 @@ using OverrideRunner = std::function<void(const std::string& op, const c10::Oper
 void set_override_runner(OverrideRunner runner);
 void set_override(const std::string& op, bool on);
 
-// Where in the user's program the current op was called from ("train.py:42"), installed by the
-// bindings (the op layer itself knows nothing of Python).
-void set_location_provider(std::function<std::string()> provider);
-
 }  // namespace devx::diag

@@ -21,6 +21,8 @@
 #include "runtime/generator.h"
 #include "runtime/log.h"
 #include "runtime/mem_check.h"
+#include "runtime/python_hooks.h"
+#include "runtime/trace.h"
 #include "runtime/vendor.h"
 
 namespace py = pybind11;
@@ -141,8 +143,8 @@ void init(const std::string& library_dir) {
   devx::install_compute_routing(devx::vendor().compute_device_type);
   devx::init_kernel_table();
   devx::register_long_tail();
-  devx::diag::set_location_provider(&python_location);
-  devx::memcheck::set_python_providers(&python_location, &python_stack);
+  devx::set_python_hooks(&python_location, &python_stack);
+  devx::trace::reload();
   devx::diag::set_override_runner(&run_override);
   devx::diag::refresh();
 }
@@ -203,6 +205,9 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_autocompare_stats", &devx::diag::autocompare_stats);
   m.def("_mem_check_report", &devx::memcheck::report);
+  m.def("_trace_reload", &devx::trace::reload);
+  m.def("_sync_summary", &devx::trace::sync_summary);
+  m.def("_reset_sync_summary", &devx::trace::reset_sync_summary);
   m.def("_mem_check_live", &devx::memcheck::live_count);
   m.def("_reset_autocompare_stats", &devx::diag::reset_autocompare_stats);
   m.def("_set_override", [](const std::string& op, py::object fn) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/env.h"
+#include "runtime/python_hooks.h"
 
 namespace devx::memcheck {
 
@@ -27,8 +28,6 @@ std::mutex g_mutex;
 std::map<void*, Record> g_live;
 uint64_t g_serial = 0;
 std::atomic<bool> g_backtrace{false};
-std::function<std::string()> g_line;
-std::function<std::string()> g_stack;
 
 void reload() {
   try {
@@ -50,16 +49,9 @@ Init g_init;
 }  // namespace
 
 void on_alloc(void* ptr, size_t size, c10::DeviceIndex device) {
-  Record r{size, device, 0, "", "", ""};
-  std::function<std::string()> line, stack;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    line = g_line;
-    stack = g_stack;
-  }
-  if (line) r.line = line();
+  Record r{size, device, 0, python_line(), "", ""};
   if (g_backtrace.load(std::memory_order_relaxed)) {
-    if (stack) r.python_stack = stack();
+    r.python_stack = python_stack();
     r.cpp_backtrace = c10::get_backtrace(/*frames_to_skip=*/2, /*maximum_number_of_frames=*/32);
   }
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -95,12 +87,6 @@ std::string report() {
     if (!r.cpp_backtrace.empty()) os << "\n    C++ backtrace:\n" << r.cpp_backtrace;
   }
   return os.str();
-}
-
-void set_python_providers(std::function<std::string()> line, std::function<std::string()> stack) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_line = std::move(line);
-  g_stack = std::move(stack);
 }
 
 }  // namespace devx::memcheck

@@ -8,7 +8,6 @@
 #include <c10/core/Device.h>
 
 #include <atomic>
-#include <functional>
 #include <string>
 
 namespace devx::memcheck {
@@ -21,8 +20,5 @@ void on_free(void* ptr);
 // The allocations live now that were made while the checker was on.
 std::string report();
 size_t live_count();
-
-// Installed by the bindings: the innermost user line, and the whole Python stack.
-void set_python_providers(std::function<std::string()> line, std::function<std::string()> stack);
 
 }  // namespace devx::memcheck

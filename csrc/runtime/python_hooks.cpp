@@ -1,0 +1,37 @@
+#include "runtime/python_hooks.h"
+
+#include <mutex>
+
+namespace devx {
+
+namespace {
+std::mutex g_mutex;
+std::function<std::string()> g_line;
+std::function<std::string()> g_stack;
+}  // namespace
+
+void set_python_hooks(std::function<std::string()> line, std::function<std::string()> stack) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_line = std::move(line);
+  g_stack = std::move(stack);
+}
+
+std::string python_line() {
+  std::function<std::string()> f;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    f = g_line;
+  }
+  return f ? f() : std::string();
+}
+
+std::string python_stack() {
+  std::function<std::string()> f;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    f = g_stack;
+  }
+  return f ? f() : std::string();
+}
+
+}  // namespace devx

@@ -1,0 +1,23 @@
+// DEVX_TRACE_RUNTIME=malloc=1,free=1,memcpy=1,sync=1,event=1,stream=1,set_device=1 (or all=1):
+// logs each vendor call of the switched-on kinds with its arguments, status and duration; 2
+// instead of 1 adds its Python stack and C++ backtrace. Host waits (sync) are also summed per
+// Python source line: "where does the host block on the device". When every kind is off the
+// core calls the vendor's own table, so tracing costs nothing; switching it on swaps in a table
+// of tracing shims.
+#pragma once
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace devx::trace {
+
+// Re-reads DEVX_TRACE_RUNTIME (a bad value is a ValueError naming it) and installs or removes
+// the shims. Called at import and whenever the environment changes.
+void reload();
+
+// (Python line, waits, total milliseconds), longest first.
+std::vector<std::tuple<std::string, int64_t, double>> sync_summary();
+void reset_sync_summary();
+
+}  // namespace devx::trace
