@@ -214,3 +214,29 @@ def test_runtime_trace_logs_calls_and_sums_host_waits():
 def test_runtime_trace_bad_value():
     proc = run_python("import torch_devx", DEVX_TRACE_RUNTIME="sync=3")
     assert proc.returncode == 1 and "DEVX_TRACE_RUNTIME" in proc.stderr and "ValueError" in proc.stderr
+
+
+def test_one_logger_for_cpp_and_python_with_a_file_per_process(tmp_path):
+    code = textwrap.dedent("""
+        import logging, os, torch, torch_devx
+        logging.getLogger("torch_devx.demo").info("python says hello")
+        logging.getLogger("torch_devx.demo").debug("below the PYTHON level")
+        os.environ["DIPU_FORCE_FALLBACK_OPS_LIST"] = "mul.*"
+        torch.ones(2, device="devx") * 3
+        print(os.getpid())
+    """)
+    proc = run_python(code, DEVX_LOG_PATH=str(tmp_path / "logs"), DEVX_LOG_LEVEL="WARN,PYTHON=INFO")
+    assert_child_ok(proc)
+    log_file = tmp_path / "logs" / f"devx_{proc.stdout.strip()}.log"
+    text = log_file.read_text()
+    assert "[devx PYTHON INFO] torch_devx.demo: python says hello" in text
+    assert "below the PYTHON level" not in text
+    assert "[devx FALLBACK WARN] op mul.Tensor runs on the CPU" in text
+    assert "python says hello" not in proc.stderr  # the file replaces stderr
+
+
+def test_bad_log_settings_are_value_errors():
+    proc = run_python("import torch_devx", DEVX_LOG_LEVEL="WARN,OPS=LOUD")
+    assert proc.returncode == 1 and "DEVX_LOG_LEVEL" in proc.stderr and "LOUD" in proc.stderr
+    proc = run_python("import torch_devx", DEVX_LOG_LEVEL="NOPE=INFO")
+    assert proc.returncode == 1 and "unknown module 'NOPE'" in proc.stderr

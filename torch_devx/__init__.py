@@ -11,8 +11,9 @@ import os
 
 import torch
 
-from . import _C
+from . import _C, _logging
 
+_logging.install()
 _C._init(os.path.dirname(os.path.abspath(__file__)))
 
 torch.utils.rename_privateuse1_backend("devx")

@@ -13,6 +13,7 @@ from . import _C
 # Settings whose bad values should fail at the assignment, not at the next op.
 _VALIDATORS = {
     "DEVX_LOG_LEVEL": _C._reload_log_levels,
+    "DEVX_LOG_PATH": _C._reload_log_levels,
     "DIPU_FORCE_FALLBACK_OPS_LIST": _C._refresh_diagnostics,
     "DIPU_DUMP_OP_ARGS": _C._refresh_diagnostics,
     "DIPU_AUTOCOMPARE": _C._refresh_diagnostics,

@@ -190,6 +190,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_validate_pattern", &devx::diag::validate_pattern);
   m.def("_refresh_diagnostics", &devx::diag::refresh);
   m.def("_reload_log_levels", &devx::log::reload);
+  auto module_or_throw = [](const std::string& name) {
+    auto m = devx::log::module_named(name);
+    TORCH_CHECK_VALUE(m, "devx log: unknown module '", name, "'");
+    return *m;
+  };
+  m.def("_log_enabled", [module_or_throw](const std::string& module, int level) {
+    return devx::log::enabled(module_or_throw(module), static_cast<devx::log::Level>(level));
+  });
+  m.def("_log", [module_or_throw](const std::string& module, int level, const std::string& message) {
+    devx::log::write(module_or_throw(module), static_cast<devx::log::Level>(level), message);
+  });
   m.def("_coverage", &coverage);
   m.def("_time_alloc_free_ns", [](int device, size_t nbytes, int iterations) {
     // Benchmark hook: the cost of one cached allocate/free pair, without Python in the loop.

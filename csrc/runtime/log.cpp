@@ -1,6 +1,11 @@
 #include "runtime/log.h"
 
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -20,6 +25,8 @@ constexpr std::array<const char*, 6> kLevelNames = {"TRACE", "DEBUG", "INFO", "W
 
 std::array<std::atomic<int>, kModules> g_levels;
 std::mutex g_write_mutex;
+FILE* g_file = nullptr;  // DEVX_LOG_PATH's file for this process; stderr when null
+std::string g_file_dir;
 
 Level parse_level(const std::string& s, const std::string& whole) {
   std::string u;
@@ -50,9 +57,27 @@ struct Init {
 };
 Init g_init;
 
+// Opens <dir>/devx_<pid>.log when DEVX_LOG_PATH names a directory (created if missing).
+void reopen_file() {
+  std::string dir = env::get_string("DEVX_LOG_PATH", "");
+  std::lock_guard<std::mutex> lock(g_write_mutex);
+  if (dir == g_file_dir) return;
+  if (g_file) std::fclose(g_file);
+  g_file = nullptr;
+  g_file_dir = dir;
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string path = dir + "/devx_" + std::to_string(::getpid()) + ".log";
+  g_file = std::fopen(path.c_str(), "a");
+  TORCH_CHECK_VALUE(g_file, "DEVX_LOG_PATH='", dir, "': cannot open ", path, " for writing (",
+                    ec ? ec.message() : std::string(std::strerror(errno)), ")");
+}
+
 }  // namespace
 
 void reload() {
+  reopen_file();
   std::string spec = env::get_string("DEVX_LOG_LEVEL", "WARN");
   std::array<int, kModules> levels;
   levels.fill(static_cast<int>(Level::WARN));
@@ -86,8 +111,17 @@ bool enabled(Module m, Level l) {
 
 void write(Module m, Level l, const std::string& message) {
   std::lock_guard<std::mutex> lock(g_write_mutex);
-  std::fprintf(stderr, "[devx %s %s] %s\n", kModuleNames[static_cast<size_t>(m)],
-               kLevelNames[static_cast<size_t>(l)], message.c_str());
+  FILE* out = g_file ? g_file : stderr;
+  std::fprintf(out, "[devx %s %s] %s\n", kModuleNames[static_cast<size_t>(m)], kLevelNames[static_cast<size_t>(l)],
+               message.c_str());
+  if (g_file) std::fflush(g_file);
+}
+
+std::optional<Module> module_named(const std::string& name) {
+  for (size_t m = 0; m < kModules; ++m) {
+    if (name == kModuleNames[m]) return static_cast<Module>(m);
+  }
+  return std::nullopt;
 }
 
 }  // namespace devx::log

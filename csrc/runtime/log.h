@@ -1,7 +1,9 @@
-// The backend's logger: one global level plus per-module levels from DEVX_LOG_LEVEL
-// ("WARN" or "WARN,FALLBACK=INFO"), written to stderr.
+// The backend's logger, shared with Python (torch_devx's `logging` records come here too): one
+// global level plus per-module levels from DEVX_LOG_LEVEL ("WARN" or "WARN,FALLBACK=INFO"),
+// written to stderr, or with DEVX_LOG_PATH=dir to dir/devx_<pid>.log.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace devx::log {
@@ -19,7 +21,9 @@ inline void warn(Module m, const std::string& msg) {
   if (enabled(m, Level::WARN)) write(m, Level::WARN, msg);
 }
 
-// Parses DEVX_LOG_LEVEL again; a bad value is a ValueError naming the variable.
+// Parses DEVX_LOG_LEVEL and DEVX_LOG_PATH again; a bad value is a ValueError naming the variable.
 void reload();
+
+std::optional<Module> module_named(const std::string& name);
 
 }  // namespace devx::log
