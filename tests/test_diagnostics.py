@@ -240,3 +240,37 @@ def test_bad_log_settings_are_value_errors():
     assert proc.returncode == 1 and "DEVX_LOG_LEVEL" in proc.stderr and "LOUD" in proc.stderr
     proc = run_python("import torch_devx", DEVX_LOG_LEVEL="NOPE=INFO")
     assert proc.returncode == 1 and "unknown module 'NOPE'" in proc.stderr
+
+
+def test_op_hook_sees_selected_ops_with_arguments_and_results(diag):
+    seen = []
+    a = torch.arange(4.0, device="devx")
+    diag.set_op_hook(lambda op, args, results: seen.append((op, args, results)), ["mul.Tensor", "cos"])
+    try:
+        b = a * a
+        torch.cos(a)
+        a + a  # not selected
+    finally:
+        diag.set_op_hook(None)
+    a * a  # hook removed
+    assert [s[0] for s in seen] == ["mul.Tensor", "cos"]
+    op, args, results = seen[0]
+    assert args[0].device.type == "devx" and torch.equal(results[0].cpu(), b.cpu())
+
+
+def test_runtime_hook_sees_vendor_calls(diag):
+    events = []
+    x = torch.randn(8, device="devx")
+    diag.set_runtime_hook(lambda kind, call, args, status, us: events.append((kind, call, status)), ["sync", "memcpy"])
+    try:
+        x.sum().item()
+        torch.devx.synchronize()
+    finally:
+        diag.set_runtime_hook(None)
+    x.cpu()  # not seen once removed
+    calls = [c for _, c, _ in events]
+    assert "memcpy_async" in calls and "stream_synchronize" in calls and calls[-1] == "device_synchronize"
+    assert all(status == 0 for _, _, status in events)
+    assert {k for k, _, _ in events} <= {"sync", "memcpy"}
+    with pytest.raises(ValueError, match="unknown runtime event kind"):
+        diag.set_runtime_hook(print, ["kernels"])

@@ -112,3 +112,21 @@ def _report_syncs_at_exit() -> None:
 
     if _C._sync_summary():
         print("devx host waits by Python line (DEVX_TRACE_RUNTIME sync):\n" + sync_summary(), file=sys.stderr)
+
+
+def set_op_hook(fn: Callable[[str, tuple, tuple], None] | None, ops: list[str] | None = None) -> None:
+    """Call fn(op_name, args, results) after every op whose name matches one of the regexes in
+    `ops` ("add.Tensor", "conv.*"; None: every op). One hook at a time; None removes it. Ops
+    that match pay for boxing and for converting their arguments to Python."""
+    patterns = [".*"] if ops is None else list(ops)
+    for p in patterns:
+        _C._validate_pattern(p)
+    _C._set_op_hook(fn, patterns)
+
+
+def set_runtime_hook(fn: Callable[[str, str, str, int, float], None] | None, kinds: list[str] | None = None) -> None:
+    """Call fn(kind, call, args, status, microseconds) after every vendor call of the given kinds
+    (malloc, free, memcpy, sync, event, stream, set_device; None: all of them). One hook at a
+    time; None removes it — and with no hook and no DEVX_TRACE_RUNTIME the shims are gone."""
+    all_kinds = ["malloc", "free", "memcpy", "sync", "event", "stream", "set_device"]
+    _C._set_runtime_hook(fn, all_kinds if kinds is None else list(kinds))

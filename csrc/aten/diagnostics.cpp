@@ -25,7 +25,7 @@ namespace {
 constexpr uint32_t kStale = 1u << 0;
 constexpr uint32_t kOn = 1u << 1;
 
-enum Flag : uint8_t { kForce = 1, kCompare = 2, kOverride = 4 };
+enum Flag : uint8_t { kForce = 1, kCompare = 2, kOverride = 4, kHook = 8 };
 
 struct Settings {
   std::vector<std::string> force_patterns;
@@ -39,6 +39,8 @@ struct Settings {
 std::mutex g_mutex;
 Settings g_settings;
 std::unordered_set<std::string> g_overrides;
+OpHook g_op_hook;
+std::vector<std::regex> g_hook_patterns;
 OverrideRunner g_override_runner;
 // Per generated op; atomics because ops on other threads read them while a refresh rewrites them.
 std::array<std::atomic<uint8_t>, gen::kNumOps> g_flags{};
@@ -91,6 +93,7 @@ uint8_t flags_of(const Settings& s, const std::string& overload) {
   if (matches(s.force, overload)) f |= kForce;
   if (s.compare_all || matches(s.compare, overload)) f |= kCompare;
   if (g_overrides.count(overload)) f |= kOverride;
+  if (g_op_hook && matches(g_hook_patterns, overload)) f |= kHook;
   return f;
 }
 
@@ -109,7 +112,7 @@ void refresh_locked() {
   s.compare = compile_all("DIPU_AUTOCOMPARE_OPS_LIST",
                           split_patterns(env::get_string("DIPU_AUTOCOMPARE_OPS_LIST", "")));
   s.compare_raise = env::get_bool("DIPU_AUTOCOMPARE_RAISE", false);
-  bool any = s.dump_level > 0 || !g_overrides.empty();
+  bool any = s.dump_level > 0 || !g_overrides.empty() || g_op_hook != nullptr;
   for (int i = 0; i < gen::kNumOps; ++i) {
     uint8_t f = flags_of(s, op_overload_name(i));
     any = any || f != 0;
@@ -188,6 +191,11 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
   const std::string name = overload_name(op.operator_name());
   const char* kernel = (flags & kForce) ? "cpu fallback (forced)" : (flags & kOverride) ? "python override" : "devx";
   if (dump_level > 0) dump_args(op, *stack, dump_level, kernel);
+  std::vector<c10::IValue> hooked_args;
+  if (flags & kHook) {
+    const size_t nargs = op.schema().arguments().size();
+    hooked_args.assign(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
+  }
   if (flags & kForce) {
     cpu_fallback(op, ks, stack);
   } else {
@@ -214,6 +222,16 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
     }
   }
   if (dump_level > 1) dump_results(op, *stack, dump_level);
+  if (flags & kHook) {
+    OpHook hook;
+    {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      hook = g_op_hook;
+    }
+    const size_t nret = op.schema().returns().size();
+    std::vector<c10::IValue> results(stack->end() - static_cast<std::ptrdiff_t>(nret), stack->end());
+    if (hook) hook(name, hooked_args, results);
+  }
 }
 
 std::vector<std::string> force_fallback_patterns() {
@@ -228,6 +246,14 @@ void validate_pattern(const std::string& pattern) {
 
 void refresh() {
   std::lock_guard<std::mutex> lock(g_mutex);
+  refresh_locked();
+}
+
+void set_op_hook(OpHook hook, const std::vector<std::string>& patterns) {
+  std::vector<std::regex> compiled = compile_all("op hook", patterns);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_op_hook = std::move(hook);
+  g_hook_patterns = std::move(compiled);
   refresh_locked();
 }
 

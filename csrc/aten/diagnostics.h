@@ -47,6 +47,12 @@ void refresh();
 std::map<std::string, std::pair<int64_t, int64_t>> autocompare_stats();
 void reset_autocompare_stats();
 
+// Op hooks: after each op matching one of `patterns` (regexes on "add.Tensor" / "add"), `hook`
+// gets its name, its arguments and its results. nullptr removes the hook.
+using OpHook = std::function<void(const std::string& op, const std::vector<c10::IValue>& args,
+                                  const std::vector<c10::IValue>& results)>;
+void set_op_hook(OpHook hook, const std::vector<std::string>& patterns);
+
 // Python kernel overrides: the bindings install the runner; `set_override(op, true)` routes
 // that op ("add.Tensor") to it instead of its kernel.
 using OverrideRunner = std::function<void(const std::string& op, const c10::OperatorHandle&, torch::jit::Stack*)>;

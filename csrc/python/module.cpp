@@ -1,5 +1,6 @@
 // torch_devx._C: bindings only. Every function forwards to the runtime or the op layer.
 #include <chrono>
+#include <sstream>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -105,7 +106,18 @@ py::object to_python(const c10::IValue& v) {
   if (v.isInt()) return py::int_(v.toInt());
   if (v.isDouble()) return py::float_(v.toDouble());
   if (v.isIntList()) return py::cast(v.toIntVector());
-  TORCH_CHECK(false, "devx: a Python kernel override cannot receive a ", v.tagKind(), " argument");
+  if (v.isString()) return py::str(v.toStringRef());
+  if (v.isDevice()) return py::str(v.toDevice().str());
+  // Anything else (scalar types, layouts, generators, optional lists) as its printed form.
+  std::ostringstream os;
+  os << v;
+  return py::str(os.str());
+}
+
+py::tuple to_python_tuple(const std::vector<c10::IValue>& values) {
+  py::tuple t(values.size());
+  for (size_t i = 0; i < values.size(); ++i) t[i] = to_python(values[i]);
+  return t;
 }
 
 // Runs the Python function overriding `op`: arguments off the stack, its result(s) back on.
@@ -221,6 +233,33 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_sync_summary", &devx::trace::reset_sync_summary);
   m.def("_mem_check_live", &devx::memcheck::live_count);
   m.def("_reset_autocompare_stats", &devx::diag::reset_autocompare_stats);
+  m.def("_set_op_hook", [](py::object fn, std::vector<std::string> patterns) {
+    if (fn.is_none()) {
+      devx::diag::set_op_hook(nullptr, {});
+      return;
+    }
+    auto* callback = new py::object(fn);  // leaked on purpose: may be called during teardown
+    devx::diag::set_op_hook(
+        [callback](const std::string& op, const std::vector<c10::IValue>& args, const std::vector<c10::IValue>& results) {
+          py::gil_scoped_acquire gil;
+          (*callback)(op, to_python_tuple(args), to_python_tuple(results));
+        },
+        patterns);
+  });
+  m.def("_set_runtime_hook", [](py::object fn, std::vector<std::string> kinds) {
+    if (fn.is_none()) {
+      devx::trace::set_runtime_hook(nullptr, {});
+      return;
+    }
+    auto* callback = new py::object(fn);  // leaked on purpose: may be called during teardown
+    devx::trace::set_runtime_hook(
+        [callback](const std::string& kind, const std::string& call, const std::string& args, int status, double us) {
+          if (!Py_IsInitialized()) return;
+          py::gil_scoped_acquire gil;
+          (*callback)(kind, call, args, status, us);
+        },
+        kinds);
+  });
   m.def("_set_override", [](const std::string& op, py::object fn) {
     if (fn.is_none()) {
       if (overrides().contains(op)) overrides().attr("pop")(op);

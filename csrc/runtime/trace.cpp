@@ -25,6 +25,9 @@ constexpr std::array<const char*, kKinds> kKindNames = {"malloc", "free", "memcp
                                                        "set_device"};
 
 std::array<std::atomic<int>, kKinds> g_levels{};
+std::array<std::atomic<bool>, kKinds> g_hooked{};
+std::mutex g_hook_mutex;
+RuntimeHook g_hook;
 const DevxVendorApi* g_real = nullptr;
 DevxVendorApi g_shim;
 
@@ -42,10 +45,20 @@ std::string describe(const A&... args) {
 template <typename F, typename... A>
 DevxStatus traced(Kind kind, const char* name, F fn, A... args) {
   int level = g_levels[kind].load(std::memory_order_relaxed);
-  if (level == 0) return fn(args...);
+  bool hooked = g_hooked[kind].load(std::memory_order_relaxed);
+  if (level == 0 && !hooked) return fn(args...);
   auto start = std::chrono::steady_clock::now();
   DevxStatus status = fn(args...);
   double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  if (hooked) {
+    RuntimeHook hook;
+    {
+      std::lock_guard<std::mutex> lock(g_hook_mutex);
+      hook = g_hook;
+    }
+    if (hook) hook(kKindNames[kind], name, describe(args...), static_cast<int>(status), us);
+  }
+  if (level == 0) return status;
   std::ostringstream os;
   os << name << "(" << describe(args...) << ") -> " << static_cast<int>(status) << " in " << us << " us";
   if (kind == kSync) {
@@ -158,10 +171,26 @@ void reload() {
   bool any = false;
   for (int k = 0; k < kKinds; ++k) {
     g_levels[k].store(levels[k], std::memory_order_relaxed);
-    any = any || levels[k] > 0;
+    any = any || levels[k] > 0 || g_hooked[k].load(std::memory_order_relaxed);
   }
   // Swapped between ops (environment writes come from Python), never inside a vendor call.
   g_vendor = any ? &g_shim : g_real;
+}
+
+void set_runtime_hook(RuntimeHook hook, const std::vector<std::string>& kinds) {
+  std::array<bool, kKinds> wanted{};
+  for (const std::string& k : kinds) {
+    auto it = std::find_if(kKindNames.begin(), kKindNames.end(), [&](const char* n) { return k == n; });
+    TORCH_CHECK_VALUE(it != kKindNames.end(), "unknown runtime event kind '", k,
+                      "'; kinds are malloc, free, memcpy, sync, event, stream, set_device");
+    wanted[it - kKindNames.begin()] = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_hook_mutex);
+    g_hook = std::move(hook);
+  }
+  for (int k = 0; k < kKinds; ++k) g_hooked[k].store(g_hook != nullptr && wanted[k], std::memory_order_relaxed);
+  reload();
 }
 
 std::vector<std::tuple<std::string, int64_t, double>> sync_summary() {

@@ -6,6 +6,7 @@
 // of tracing shims.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,6 +16,12 @@ namespace devx::trace {
 // Re-reads DEVX_TRACE_RUNTIME (a bad value is a ValueError naming it) and installs or removes
 // the shims. Called at import and whenever the environment changes.
 void reload();
+
+// Callbacks on vendor calls of the given kinds ("malloc", "sync", ...): (kind, call, arguments,
+// status, microseconds). Installing or removing one re-installs the shims as needed.
+using RuntimeHook = std::function<void(const std::string& kind, const std::string& call, const std::string& args,
+                                       int status, double us)>;
+void set_runtime_hook(RuntimeHook hook, const std::vector<std::string>& kinds);
 
 // (Python line, waits, total milliseconds), longest first.
 std::vector<std::tuple<std::string, int64_t, double>> sync_summary();
