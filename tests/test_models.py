@@ -319,3 +319,26 @@ def test_training_script_exits_cleanly():
     results = run_many([(EXIT_SCRIPT, {})] * 3)
     bad = [describe(p) for p in results if p.returncode != 0 or "trained" not in p.stdout]
     assert not bad, f"{len(bad)} of {len(results)} runs did not exit cleanly; first:\n{bad[0] if bad else ''}"
+
+
+@pytest.mark.parametrize("cls", [torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN, torch.nn.LSTMCell, torch.nn.GRUCell])
+def test_recurrent_layers_match_cpu(cls):
+    """nn.LSTM/GRU on devx take the fused-cell path (_thnn_fused_*_cell, no CPU kernel) as on CUDA."""
+    import torch_devx
+
+    cell = cls.__name__.endswith("Cell")
+    torch.manual_seed(0)
+    cpu = cls(4, 8) if cell else cls(4, 8, num_layers=2)
+    dev = copy.deepcopy(cpu).devx()
+    x = torch.randn(3, 4) if cell else torch.randn(5, 3, 4)
+    torch_devx.diagnostics.reset_fallback_stats()
+    outs = []
+    for model, inp in ((cpu, x), (dev, x.devx())):
+        out = model(inp)
+        y = out[0] if isinstance(out, tuple) else out
+        y.pow(2).sum().backward()
+        outs.append((y.detach().cpu(), [p.grad.cpu() for p in model.parameters()]))
+    torch.testing.assert_close(outs[1][0], outs[0][0], atol=1e-5, rtol=1e-5)
+    for got, want in zip(outs[1][1], outs[0][1]):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert torch_devx.diagnostics.fallback_stats() == {}
