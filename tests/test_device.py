@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch_devx  # noqa: F401  (registers the devx device)
 
-from conftest import describe, run_many
+from conftest import describe, run_many, run_python
 
 pytestmark = pytest.mark.usefixtures("devx")
 
@@ -325,3 +325,15 @@ def test_bad_settings_fail_cleanly_at_import(env_children, case, variable, error
     assert repr(ENV_CASES[case][variable]) in last or ENV_CASES[case][variable] in last, describe(proc)
     for crash in ("Segmentation fault", "Aborted", "terminate called", "core dumped"):
         assert crash not in proc.stderr, describe(proc)
+
+
+def test_cuda_vendor_without_a_usable_gpu_is_a_clear_error():
+    """DEVX_VENDOR=cuda on a machine without a usable CUDA device fails at import with a message
+    naming the vendor and the reason, never a crash; where a GPU works, the cuda vendor loads."""
+    proc = run_python("import torch_devx; print(torch_devx.vendor)", DEVX_VENDOR="cuda")
+    if proc.returncode == 0:
+        assert proc.stdout.strip() == "cuda"
+        return
+    assert proc.returncode == 1, describe(proc)
+    assert "RuntimeError" in proc.stderr and "cuda" in proc.stderr
+    assert "DEVX_ERROR_NO_DEVICE" in proc.stderr or "cannot load" in proc.stderr
