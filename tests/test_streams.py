@@ -69,3 +69,20 @@ def test_cuda_streams_under_mocking():
     x = torch.ones(4, device="cuda")
     x.record_stream(s)
     assert torch.accelerator.current_stream().device.type == "devx"
+
+
+def test_pinned_dataloader_and_non_blocking_copies():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    data = TensorDataset(torch.randn(12, 3), torch.arange(12))
+    seen = 0
+    for x, y in DataLoader(data, batch_size=4, pin_memory=True):
+        assert x.is_pinned() and y.is_pinned()
+        xd = x.to("devx", non_blocking=True)
+        back = xd.to("cpu", non_blocking=True)
+        torch.devx.synchronize()
+        assert back.is_pinned()
+        assert torch.equal(back, x)
+        seen += len(y)
+    assert seen == 12
+    assert not torch.ones(3).is_pinned()
