@@ -342,3 +342,18 @@ def test_recurrent_layers_match_cpu(cls):
     for got, want in zip(outs[1][1], outs[0][1]):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert torch_devx.diagnostics.fallback_stats() == {}
+
+
+def test_demo_script_matches_the_cpu():
+    """`make demo`'s script: an unchanged CUDA-style training run on devx equals the CPU run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import child_env
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "train_cuda_style.py"
+    proc = subprocess.run([sys.executable, str(script)], env=child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "largest loss difference against the same run on the CPU: 0.00e+00" in proc.stdout
+    assert "ops that ran on the CPU fallback: none" in proc.stdout
