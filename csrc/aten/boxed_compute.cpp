@@ -44,6 +44,10 @@ bool excluded(const std::string& name) {
 
 // What the long-tail ops are registered to: the boxed compute kernel, inside the diagnostics.
 void diagnosed_boxed_compute(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  if (C10_LIKELY(!diag::gate_open())) {
+    boxed_compute(op, ks, stack);
+    return;
+  }
   diag::run(op, ks, stack, [&](torch::jit::Stack* s) { boxed_compute(op, ks, s); });
 }
 
