@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEPS := $(VENV)/.deps-$(TORCH_VERSION)
 
-.PHONY: all build demo test bench clean
+.PHONY: all build demo test bench profile clean
 
 all: build
 
@@ -31,6 +31,9 @@ test: build
 
 bench: build
 	$(PY) bench/bench.py
+
+profile: build
+	$(PY) examples/profile_resnet.py
 
 clean:
 	rm -rf build $(VENV) torch_devx/*.so *.egg-info

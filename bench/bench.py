@@ -152,12 +152,34 @@ def main() -> None:
     results["diagnostics/gate_open_over_off"] = {"value": opened / off}
     print(f"  small add: diagnostics off {off * 1e6:.2f} us, gate open (nothing matched) {opened * 1e6:.2f} us")
 
+    # Profiler: train steps recorded by torch.profiler (CPU and device activities) against the same
+    # steps unrecorded. Off, nothing of the profiler is left on the op path but the gate's load.
+    from torch.profiler import ProfilerActivity, profile
+
+    def steps_seconds(n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            step()
+        torch.devx.synchronize()
+        return time.perf_counter() - start
+
+    n_steps = 3 if args.quick else 10
+    unprofiled = min(steps_seconds(n_steps) for _ in range(3))
+    profiled = []
+    for _ in range(3):
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+            profiled.append(steps_seconds(n_steps))
+    profiler_ratio = min(profiled) / unprofiled
+    results["profiler/profiled_over_unprofiled_step"] = {"value": profiler_ratio}
+    print(f"  train step under torch.profiler (CPU + devx activities) / without: {profiler_ratio:.2f}")
+
     summary = {
         "small_ops_median_ratio": statistics.median(v["ratio"] for k, v in results.items() if k.startswith("small/")),
         "large_ops_median_ratio": statistics.median(v["ratio"] for k, v in results.items() if k.startswith("large/")),
         "train_step_ratio": results["model/train_step"]["ratio"],
         "alloc_free_pair_ns": alloc_ns,
         "peak_reserved_over_allocated": peak_ratio,
+        "profiled_step_ratio": profiler_ratio,
     }
     print("summary: " + ", ".join(f"{k} {v:.2f}" for k, v in summary.items()))
     if args.json:

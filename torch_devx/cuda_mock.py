@@ -111,6 +111,44 @@ def _autocast_init(original: Callable) -> Callable:
     return __init__
 
 
+def _profile_init(original: Callable) -> Callable:
+    """torch.profiler.profile: ProfilerActivity.CUDA asks for the device's activities, as on CUDA."""
+    from torch.profiler import ProfilerActivity
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, activities: Any = None, **kwargs: Any) -> None:
+        if activities is not None:
+            activities = [ProfilerActivity.PrivateUse1 if a == ProfilerActivity.CUDA else a for a in activities]
+        original(self, *args, activities=activities, **kwargs)
+
+    return __init__
+
+
+def _supported_activities(original: Callable) -> Callable:
+    from torch.profiler import ProfilerActivity
+
+    @functools.wraps(original)
+    def supported_activities() -> set:
+        found = set(original())
+        if ProfilerActivity.PrivateUse1 in found:
+            found.add(ProfilerActivity.CUDA)
+        return found
+
+    return supported_activities
+
+
+def _legacy_profile_init(original: Callable) -> Callable:
+    """torch.autograd.profiler.profile(use_device="cuda") times devx ops."""
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("use_device") == "cuda":
+            kwargs["use_device"] = "devx"
+        original(self, *args, **kwargs)
+
+    return __init__
+
+
 def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> torch.Tensor:
     if isinstance(device, (str, torch.device)):
         device = map_device(device)
@@ -147,6 +185,9 @@ def enable() -> None:
     _patch(torch, "set_default_device", _device_first)
     _patch(torch, "load", _load)
     _patch(torch.autocast, "__init__", _autocast_init)
+    _patch(torch.profiler.profile, "__init__", _profile_init)
+    _patch(torch.profiler, "supported_activities", _supported_activities)
+    _patch(torch.autograd.profiler.profile, "__init__", _legacy_profile_init)
     _patch(torch.Tensor, "to", _to)
     _patch(torch.Tensor, "cuda", lambda original: _tensor_cuda)
     _patch(torch.Tensor, "is_cuda", _is_cuda)

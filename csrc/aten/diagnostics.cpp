@@ -13,6 +13,9 @@
 #include "aten/cpu_fallback.h"
 #include "aten/op_dump.h"
 #include "aten/op_registry.h"
+#include "profiler/device_activity.h"
+#include "runtime/stream.h"
+#include "runtime/vendor.h"
 #include "runtime/env.h"
 #include "runtime/python_hooks.h"
 
@@ -112,7 +115,7 @@ void refresh_locked() {
   s.compare = compile_all("DIPU_AUTOCOMPARE_OPS_LIST",
                           split_patterns(env::get_string("DIPU_AUTOCOMPARE_OPS_LIST", "")));
   s.compare_raise = env::get_bool("DIPU_AUTOCOMPARE_RAISE", false);
-  bool any = s.dump_level > 0 || !g_overrides.empty() || g_op_hook != nullptr;
+  bool any = s.dump_level > 0 || !g_overrides.empty() || g_op_hook != nullptr || profiler::recording();
   for (int i = 0; i < gen::kNumOps; ++i) {
     uint8_t f = flags_of(s, op_overload_name(i));
     any = any || f != 0;
@@ -159,6 +162,7 @@ void slow_path_fn(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
 struct Init {
   Init() {
     env::add_listener([] { g_gate.fetch_or(kStale, std::memory_order_relaxed); });
+    profiler::add_recording_listener([] { g_gate.fetch_or(kStale, std::memory_order_relaxed); });
   }
 };
 Init g_init;
@@ -172,7 +176,8 @@ bool intercepts(int op) {
     return false;
   }
   refresh_if_stale();
-  return g_flags[op].load(std::memory_order_relaxed) != 0 || g_dump_level.load(std::memory_order_relaxed) > 0;
+  return g_flags[op].load(std::memory_order_relaxed) != 0 || g_dump_level.load(std::memory_order_relaxed) > 0 ||
+         profiler::recording();
 }
 
 const c10::BoxedKernel& slow_path() {
@@ -209,6 +214,12 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
       }
       TORCH_CHECK(runner, "devx: no Python kernel runner installed for the override of ", name);
       runner(name, op, stack);
+    } else if (profiler::recording()) {
+      // The kernel's span on the stream it was issued to, for torch.profiler's device rows.
+      profiler::DeviceSpan span(profiler::ActivityKind::kKernel, std::string(g_vendor->name) + "::" + name,
+                                getCurrentDevxStream());
+      native(stack);
+      span.finish();
     } else {
       native(stack);
     }

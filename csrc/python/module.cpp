@@ -201,6 +201,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_force_fallback_patterns", &devx::diag::force_fallback_patterns);
   m.def("_validate_pattern", &devx::diag::validate_pattern);
   m.def("_refresh_diagnostics", &devx::diag::refresh);
+  m.def("_diag_gate_open", [] { return devx::diag::gate_open(); });
   m.def("_reload_log_levels", &devx::log::reload);
   auto module_or_throw = [](const std::string& name) {
     auto m = devx::log::module_named(name);

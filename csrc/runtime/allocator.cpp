@@ -49,6 +49,15 @@ size_t round_size(size_t n) {
   return n == 0 ? kRoundSize : (n + kRoundSize - 1) / kRoundSize * kRoundSize;
 }
 
+// torch.profiler(profile_memory=True) shows devx allocations and frees, with the totals after each.
+// Called under g_mutex; costs a thread-local lookup when no profiler is listening.
+void report_to_profiler(void* ptr, int64_t delta, DeviceBlocks& blocks, c10::DeviceIndex device) {
+  if (C10_LIKELY(!c10::memoryProfilingEnabled())) return;
+  const DeviceStats& st = blocks.stats();
+  c10::reportMemoryUsageToProfiler(ptr, delta, st.allocated_bytes[0].current, st.reserved_bytes[0].current,
+                                   devx_device(device));
+}
+
 void free_allocation(void* ptr) {
   if (C10_UNLIKELY(memcheck::g_enabled.load(std::memory_order_relaxed))) memcheck::on_free(ptr);
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -56,7 +65,10 @@ void free_allocation(void* ptr) {
   TORCH_INTERNAL_ASSERT(it != g_live.end(), "devx: freeing ", ptr, ", which is not a live devx allocation");
   auto [device, block] = it->second;
   g_live.erase(it);
-  all_devices()[device]->free(block);
+  DeviceBlocks& blocks = *all_devices()[device];
+  const size_t size = block->size;
+  blocks.free(block);
+  report_to_profiler(ptr, -static_cast<int64_t>(size), blocks, device);
 }
 
 template <typename F>
@@ -102,6 +114,7 @@ c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, 
                      " total capacity, ", format_bytes(free_b), " free. (", g_vendor->last_error(), ")");
   }
   g_live.emplace(block->ptr, std::make_pair(device, block));
+  report_to_profiler(block->ptr, static_cast<int64_t>(block->size), blocks, device);
   lock.unlock();
   if (C10_UNLIKELY(memcheck::g_enabled.load(std::memory_order_relaxed))) memcheck::on_alloc(block->ptr, nbytes, device);
   return {block->ptr, block->ptr, &free_allocation, reported};

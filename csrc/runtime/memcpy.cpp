@@ -1,12 +1,35 @@
 #include "runtime/memcpy.h"
 
+#include "profiler/device_activity.h"
 #include "runtime/exception.h"
 #include "runtime/vendor.h"
 
 namespace devx {
 
+namespace {
+
+// Named as CUDA's copies are in torch.profiler tables, so the rows read the same.
+const char* copy_name(DevxMemcpyKind kind) {
+  switch (kind) {
+    case DEVX_MEMCPY_H2D:
+      return "Memcpy HtoD (host -> devx)";
+    case DEVX_MEMCPY_D2H:
+      return "Memcpy DtoH (devx -> host)";
+    default:
+      return "Memcpy DtoD (devx -> devx)";
+  }
+}
+
+}  // namespace
+
 void memcpy_on_stream(void* dst, const void* src, size_t n, DevxMemcpyKind kind, const DevxStream& stream) {
   if (n == 0) return;
+  if (C10_UNLIKELY(profiler::recording())) {
+    profiler::DeviceSpan span(profiler::ActivityKind::kMemcpy, copy_name(kind), stream, n);
+    DEVX_VENDOR_CHECK(g_vendor->memcpy_async(dst, src, n, kind, stream.handle()));
+    span.finish();
+    return;
+  }
   DEVX_VENDOR_CHECK(g_vendor->memcpy_async(dst, src, n, kind, stream.handle()));
 }
 

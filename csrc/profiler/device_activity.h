@@ -1,0 +1,70 @@
+// Device activities for the profiler: the span of each kernel, copy and fill on its devx stream,
+// measured with the vendor's timed events (so the span is the work's own execution on the stream,
+// whether the vendor runs it inline or asynchronously), tagged with the correlation id of the aten
+// op that launched it. Vendor-independent: both the kineto plugin and the legacy profiler stubs
+// read from here.
+//
+// Off costs one relaxed atomic load at each launch site (recording()).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/stream.h"
+
+namespace devx::profiler {
+
+enum class ActivityKind : uint8_t { kKernel, kMemcpy, kMemset };
+
+struct Activity {
+  ActivityKind kind;
+  std::string name;
+  c10::DeviceIndex device;
+  c10::StreamId stream;
+  uint64_t correlation;  // 0 when no profiled op was running
+  int64_t start_ns;      // Unix-epoch nanoseconds, the clock kineto and torch.profiler use
+  int64_t end_ns;
+  size_t bytes;          // copies and fills
+  int32_t thread;        // system thread id of the launching host thread
+};
+
+extern std::atomic<bool> g_recording;
+
+inline bool recording() {
+  return g_recording.load(std::memory_order_relaxed);
+}
+
+// The correlation ids of the ops being profiled on this thread (innermost last).
+void push_correlation(uint64_t id);
+void pop_correlation();
+
+// Records a timed event on `stream` now and another at finish(); inert when not recording.
+class DeviceSpan {
+ public:
+  DeviceSpan(ActivityKind kind, const char* name, const DevxStream& stream, size_t bytes = 0);
+  DeviceSpan(ActivityKind kind, std::string name, const DevxStream& stream, size_t bytes = 0);
+  ~DeviceSpan();
+  void finish();
+  DeviceSpan(const DeviceSpan&) = delete;
+  DeviceSpan& operator=(const DeviceSpan&) = delete;
+
+ private:
+  void begin(ActivityKind kind, std::string name, const DevxStream& stream, size_t bytes);
+  int64_t slot_ = -1;
+  uint64_t generation_ = 0;
+};
+
+// Called (under no lock) after every start or stop of a recording: the op path's diagnostics gate
+// listens, so profiled ops take the path that records their spans.
+void add_recording_listener(void (*listener)());
+
+// Starts a recording: anchors every device's event clock to the host's Unix clock.
+void start_recording();
+// Stops launching spans; activities already launched stay pending until collect().
+void stop_recording();
+// Waits for the pending spans' events and returns their activities, oldest first.
+std::vector<Activity> collect();
+
+}  // namespace devx::profiler

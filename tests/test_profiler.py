@@ -1,0 +1,258 @@
+"""torch.profiler on devx: device activities (kernels, copies) with device times from the vendor's
+stream events, linked to the aten ops that launched them, memory events, schedules, traces, and
+the legacy (non-kineto) path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from conftest import REPO, assert_child_ok, child_env, run_python
+
+DEVICE_ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+
+
+def kernel_rows(prof) -> dict[str, object]:
+    return {e.key: e for e in prof.key_averages() if e.key.startswith(torch_devx_vendor() + "::")}
+
+
+def torch_devx_vendor() -> str:
+    import torch_devx
+
+    return torch_devx.vendor
+
+
+def trace_events(prof, tmp_path: Path) -> list[dict]:
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    return json.loads(path.read_text())["traceEvents"]
+
+
+def test_kernels_have_device_time_and_belong_to_their_ops(devx):
+    x = torch.randn(96, 96, device="devx")
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        y = torch.mm(x, x)
+        z = torch.relu(y)
+    vendor = devx.vendor
+    ops = {e.key: e for e in prof.key_averages()}
+    assert ops[f"{vendor}::mm"].self_device_time_total > 0
+    assert ops[f"{vendor}::relu"].self_device_time_total > 0
+    # The op that launched a kernel carries its device time; ops that launched none carry none.
+    assert ops["aten::mm"].device_time_total == pytest.approx(ops[f"{vendor}::mm"].device_time_total)
+    assert ops["aten::relu"].device_time_total == pytest.approx(ops[f"{vendor}::relu"].device_time_total)
+    assert ops[f"{vendor}::mm"].count == 1
+    kernels = [e for e in prof.events() if e.name == f"{vendor}::mm"]
+    assert kernels and all(e.device_type == DeviceType.PrivateUse1 and e.device_index == 0 for e in kernels)
+    del z
+
+
+def test_table_sorted_by_device_time_lists_the_heavy_kernel_first(devx):
+    x = torch.randn(256, 256, device="devx")
+    small = torch.randn(4, device="devx")
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        for _ in range(3):
+            x = torch.mm(x, x).tanh()
+        small.add_(1)
+    table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=4)
+    first_row = table.splitlines()[3]
+    assert first_row.split()[0] in ("aten::mm", f"{devx.vendor}::mm"), table
+    assert "Self DEVX" in table
+
+
+def test_chrome_trace_has_device_rows_flows_and_kernels_inside_their_ops(devx, tmp_path):
+    x = torch.randn(64, 64, device="devx")
+    side = torch.devx.Stream()
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        torch.mm(x, x)
+        with torch.devx.stream(side):
+            torch.sigmoid(x)
+        x.to("devx:1").exp()
+    events = trace_events(prof, tmp_path)
+    kernels = {e["name"]: e for e in events if e.get("cat") == "kernel"}
+    vendor = devx.vendor
+    mm, sig, exp = kernels[f"{vendor}::mm"], kernels[f"{vendor}::sigmoid"], kernels[f"{vendor}::exp"]
+    # Device rows: pid is the device, tid the stream.
+    assert (mm["pid"], mm["tid"]) == (0, 0)
+    assert sig["pid"] == 0 and sig["tid"] == side.stream_id != 0
+    assert exp["pid"] == 1
+    ops = {e["name"]: e for e in events if e.get("cat") == "cpu_op"}
+    for kernel, op in ((mm, ops["aten::mm"]), (sig, ops["aten::sigmoid"]), (exp, ops["aten::exp"])):
+        assert kernel["dur"] > 0
+        assert kernel["args"]["External id"] == op["args"]["External id"]
+        # Synchronous vendor: the kernel runs while its op runs.
+        assert op["ts"] <= kernel["ts"] and kernel["ts"] + kernel["dur"] <= op["ts"] + op["dur"] + 1
+    flows = [e for e in events if e.get("cat") == "ac2g"]
+    assert {f["id"] for f in flows} >= {mm["args"]["correlation"], sig["args"]["correlation"]}
+    names = [e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"]
+    assert any(n.startswith("devx") for n in names)
+
+
+def test_copies_are_memcpy_activities_with_bytes(devx, tmp_path):
+    host = torch.randn(1000)
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        d = host.to("devx")
+        back = d.cpu()
+    events = trace_events(prof, tmp_path)
+    copies = {e["name"]: e for e in events if e.get("cat") == "gpu_memcpy"}
+    assert copies["Memcpy HtoD (host -> devx)"]["args"]["bytes"] == 4000
+    assert copies["Memcpy DtoH (devx -> host)"]["args"]["bytes"] == 4000
+    torch.testing.assert_close(back, host)
+
+
+def test_profile_memory_reports_devx_allocations(devx):
+    with profile(activities=DEVICE_ACTIVITIES, profile_memory=True) as prof:
+        a = torch.empty(1 << 20, dtype=torch.uint8, device="devx")
+        del a
+    rows = {e.key: e for e in prof.key_averages()}
+    assert rows["aten::empty"].device_memory_usage == 1 << 20
+    memory = [e for e in prof.events() if e.name == "[memory]"]
+    assert any(e.device_memory_usage == -(1 << 20) for e in memory)
+
+
+def test_record_function_nesting_rolls_device_time_up(devx):
+    x = torch.randn(128, 128, device="devx")
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        with record_function("outer"):
+            with record_function("inner"):
+                torch.mm(x, x)
+            torch.relu(x)
+    rows = {e.key: e for e in prof.key_averages()}
+    vendor = devx.vendor
+    inner = rows["inner"].device_time_total
+    assert inner == pytest.approx(rows[f"{vendor}::mm"].device_time_total)
+    assert rows["outer"].device_time_total == pytest.approx(inner + rows[f"{vendor}::relu"].device_time_total)
+
+
+def test_group_by_input_shape(devx):
+    a = torch.randn(8, 8, device="devx")
+    b = torch.randn(32, 32, device="devx")
+    with profile(activities=DEVICE_ACTIVITIES, record_shapes=True) as prof:
+        torch.mm(a, a)
+        torch.mm(b, b)
+        torch.mm(b, b)
+    mm = [e for e in prof.key_averages(group_by_input_shape=True) if e.key == "aten::mm"]
+    shapes = {str(e.input_shapes): e for e in mm}
+    assert shapes["[[8, 8], [8, 8]]"].count == 1
+    assert shapes["[[32, 32], [32, 32]]"].count == 2
+    assert all(e.device_time_total > 0 for e in mm)
+
+
+def test_with_stack_attributes_device_time_to_the_python_caller(devx):
+    x = torch.randn(16, device="devx")
+
+    def caller_of_exp() -> torch.Tensor:
+        return torch.exp(x)
+
+    with profile(activities=DEVICE_ACTIVITIES, with_stack=True) as prof:
+        caller_of_exp()
+    frames = [e for e in prof.events() if "test_profiler.py" in e.name and "caller_of_exp" in e.name]
+    assert frames, sorted({e.name for e in prof.events()})
+    assert frames[0].device_time_total > 0
+
+
+def test_schedule_records_only_active_steps(devx):
+    x = torch.randn(32, 32, device="devx")
+    traces = []
+    with profile(activities=DEVICE_ACTIVITIES, schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+                 on_trace_ready=traces.append) as prof:
+        for _ in range(6):
+            torch.mm(x, x)
+            prof.step()
+    assert len(traces) == 1
+    rows = {e.key: e for e in traces[0].key_averages()}
+    assert rows[f"{devx.vendor}::mm"].count == 2
+
+
+def test_cpu_only_profile_records_no_device_activity_and_closes_the_gate(devx, tmp_path):
+    x = torch.randn(32, device="devx")
+    with profile(activities=DEVICE_ACTIVITIES):
+        x.exp()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        x.exp()
+    events = trace_events(prof, tmp_path)
+    assert not [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
+    # The gate closes at the first op after the recording stopped.
+    x.exp()
+    assert not devx._C._diag_gate_open()
+
+
+def test_an_op_that_raises_while_profiled_leaves_the_profiler_usable(devx):
+    a = torch.randn(3, 4, device="devx")
+    with profile(activities=DEVICE_ACTIVITIES):
+        with pytest.raises(RuntimeError):
+            torch.mm(a, a)
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        torch.mm(a, a.t())
+    assert {e.key for e in prof.key_averages()} >= {"aten::mm", f"{devx.vendor}::mm"}
+
+
+def test_backward_kernels_are_recorded_on_the_autograd_thread(devx):
+    lin = torch.nn.Linear(16, 16).to("devx")
+    x = torch.randn(4, 16, device="devx")
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        lin(x).sum().backward()
+    rows = {e.key: e for e in prof.key_averages()}
+    vendor = devx.vendor
+    assert rows[f"{vendor}::addmm"].count == 1
+    assert rows[f"{vendor}::mm"].count >= 1  # weight gradient
+    backward = [e for e in prof.events() if e.name.startswith("autograd::engine") and e.device_time_total > 0]
+    assert backward
+
+
+def test_cuda_activity_under_mocking_profiles_devx(devx):
+    x = torch.randn(64, 64).cuda()
+    assert ProfilerActivity.CUDA in torch.profiler.supported_activities()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        torch.mm(x, x)
+        torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=3)
+    assert f"{devx.vendor}::mm" in table
+    assert {e.key: e for e in prof.key_averages()}["aten::mm"].device_time_total > 0
+
+
+def test_legacy_profiler_times_ops_with_devx_events(devx):
+    x = torch.randn(128, 128, device="devx")
+    with torch.autograd.profiler.profile(use_device="devx", use_kineto=False) as prof:
+        torch.mm(x, x)
+    rows = {e.key: e for e in prof.key_averages()}
+    assert rows["aten::mm"].device_time_total > 0
+
+
+def test_async_vendor_device_times_come_from_the_stream():
+    proc = run_python(
+        """
+        import torch, torch_devx
+        from torch.profiler import profile, ProfilerActivity
+        x = torch.randn(128, 128, device="devx")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            y = torch.mm(x, x)
+            y.cpu()
+        rows = {e.key: e for e in prof.key_averages()}
+        assert rows[torch_devx.vendor + "::mm"].device_time_total > 0, rows
+        assert rows["aten::mm"].device_time_total > 0
+        print("ok")
+        """,
+        DEVX_SIM_ASYNC="1",
+    )
+    assert_child_ok(proc)
+    assert "ok" in proc.stdout
+
+
+def test_resnet_profiling_example_runs_and_writes_a_trace(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / "profile_resnet.py"), "--out", str(tmp_path),
+                           "--steps", "3"], env=child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cpu_sim::convolution_overrideable" in proc.stdout
+    assert "aten::native_batch_norm" in proc.stdout
+    traces = list(tmp_path.glob("trace_step*.json"))
+    assert len(traces) == 1
+    events = json.loads(traces[0].read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert any(e["name"] == "cpu_sim::convolution_backward_overrideable" and e["dur"] > 0 for e in kernels)
