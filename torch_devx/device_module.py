@@ -21,6 +21,12 @@ class DeviceProperties:
     multi_processor_count: int
     is_integrated: bool
 
+    @property
+    def gcnArchName(self) -> str:  # noqa: N802
+        # torch.cuda's name for the device architecture (on wheels without CUDA, PyTorch reads this
+        # one rather than `name`, e.g. inductor's cache key); under CUDA mocking it is devx's.
+        return self.name
+
     def __repr__(self) -> str:
         return (
             f"_DevxDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
@@ -233,3 +239,12 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 def is_bf16_supported() -> bool:
     return True
+
+
+def __getattr__(name: str) -> Any:
+    # Inductor's code generators, looked up by torch.compile on first use (see _inductor_backend).
+    from . import _inductor_backend
+
+    if name in _inductor_backend._CODEGEN_NAMES:
+        return _inductor_backend.codegen_class(name)
+    raise AttributeError(f"module 'torch.devx' has no attribute {name!r}")

@@ -23,6 +23,7 @@
 #include "runtime/log.h"
 #include "runtime/mem_check.h"
 #include "runtime/python_hooks.h"
+#include "runtime/stream.h"
 #include "runtime/trace.h"
 #include "runtime/vendor.h"
 
@@ -202,6 +203,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_validate_pattern", &devx::diag::validate_pattern);
   m.def("_refresh_diagnostics", &devx::diag::refresh);
   m.def("_diag_gate_open", [] { return devx::diag::gate_open(); });
+  m.def("_raw_stream", [](int device) {
+    return reinterpret_cast<intptr_t>(devx::getCurrentDevxStream(static_cast<c10::DeviceIndex>(device)).handle());
+  });
   m.def("_reload_log_levels", &devx::log::reload);
   auto module_or_throw = [](const std::string& name) {
     auto m = devx::log::module_named(name);
