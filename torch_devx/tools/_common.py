@@ -1,6 +1,7 @@
 """Helpers shared by the tools: API names, the noise list, start/stop of a TorchFunctionMode, source lines."""
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 from types import FrameType
@@ -9,7 +10,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.overrides
 
-__all__ = ["NOISE", "api_name", "ModeTool", "user_frame"]
+__all__ = ["NOISE", "api_name", "ModeTool", "user_frame", "user_stack"]
 
 # Calls that are not "API calls" worth timing or checking. Besides these, every property access
 # (`t.shape`, `t.device`, `t.grad`, `t.T`: torch reports them as `Tensor.<prop>.__get__`/`__set__`)
@@ -75,6 +76,22 @@ def user_frame(start: Optional[FrameType] = None) -> Optional[FrameType]:
             return frame
         frame = frame.f_back
     return None
+
+
+def user_stack(start: Optional[FrameType] = None, limit: int = 16) -> list[str]:
+    """The frames outside torch and torch_devx from the calling line outwards, innermost first,
+    as 'file:line in function: source' (at most `limit`)."""
+    frames = []
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    while frame is not None and len(frames) < limit:
+        code = frame.f_code
+        filename = os.path.abspath(code.co_filename)
+        if not (filename.startswith(_TORCH_DIR) or filename.startswith(_DEVX_DIR)
+                or code.co_filename.startswith("<frozen")):
+            source = linecache.getline(code.co_filename, frame.f_lineno).strip()
+            frames.append(f"{code.co_filename}:{frame.f_lineno} in {code.co_name}: {source}")
+        frame = frame.f_back
+    return frames
 
 
 class ModeTool(torch.overrides.TorchFunctionMode):
