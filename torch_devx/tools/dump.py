@@ -43,7 +43,7 @@ from ._dump_writer import DumpWriter, busy, quiet
 from ._modules import ModuleTracker
 from ._summary import Sampling
 
-__all__ = ["Dumper", "LEVELS", "seed_all", "module_api", "output_pairs"]
+__all__ = ["Dumper", "LEVELS", "seed_all", "module_api", "input_pairs", "module_input_pairs", "output_pairs", "record_call", "watch_gradients"]
 
 LEVELS = ("api", "module", "mix", "aten")
 _CONTAINERS: tuple[type, ...] = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
@@ -73,8 +73,34 @@ def input_pairs(args: tuple, kwargs: Optional[dict]) -> list[tuple[str, Any]]:
     return [(f"args[{i}]", a) for i, a in enumerate(args)] + list((kwargs or {}).items())
 
 
+def module_input_pairs(module: nn.Module, args: tuple) -> list[tuple[str, Any]]:
+    """A module's positional inputs and its own parameters ("param.weight"): a layer whose inputs and
+    weights agree but whose output does not is the layer at fault."""
+    return input_pairs(args, None) + [(f"param.{n}", p) for n, p in module.named_parameters(recurse=False)]
+
+
 def output_pairs(out: Any, label: str = "output") -> list[tuple[str, Any]]:
     return [(label, out)]
+
+
+def record_call(writer: DumpWriter, func: Any, args: tuple, kwargs: dict, module_path: str,
+                patterns: Optional[Sequence[Any]] = None) -> Any:
+    """Call an API seen by a TorchFunctionMode, recording it when the writer (and `patterns`, compiled
+    regexes on the API name, when given) want it."""
+    api = api_name(func)
+    if api is None or not writer.wants(api) or (patterns is not None and not any(p.search(api) for p in patterns)):
+        return func(*args, **kwargs)
+    name = writer.begin(api, "forward", "api", input_pairs(args, kwargs), user_stack(sys._getframe(2)),
+                        module=module_path)
+    if name is None:
+        return func(*args, **kwargs)
+    try:
+        out = func(*args, **kwargs)
+    except Exception as e:
+        writer.fail(name, e)
+        raise
+    writer.end(name, output_pairs(out))
+    return out
 
 
 class _AtenRecorder(TorchDispatchMode):
@@ -150,26 +176,13 @@ class Dumper(ModeTool):
             kwargs = {}
         if not self._record_apis or busy():
             return func(*args, **kwargs)
-        api = api_name(func)
-        if api is None or not self.writer.wants(api):
-            return func(*args, **kwargs)
-        name = self.writer.begin(api, "forward", "api", input_pairs(args, kwargs), user_stack(sys._getframe(1)),
-                                 module=self._tracker.path)
-        if name is None:
-            return func(*args, **kwargs)
-        try:
-            out = func(*args, **kwargs)
-        except Exception as e:
-            self.writer.fail(name, e)
-            raise
-        self.writer.end(name, output_pairs(out))
-        return out
+        return record_call(self.writer, func, args, kwargs, self._tracker.path)
 
     # -- modules ----------------------------------------------------------------------------------
     def _enter_module(self, module: nn.Module, path: str, args: Any, _: Any) -> None:
         name = None
         if self._record_modules and not isinstance(module, _CONTAINERS) and not busy():
-            name = self.writer.begin(module_api(module, path), "forward", "module", input_pairs(args, None),
+            name = self.writer.begin(module_api(module, path), "forward", "module", module_input_pairs(module, args),
                                      user_stack(sys._getframe(2)))
         self._module_records.append(name)
 
