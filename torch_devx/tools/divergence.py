@@ -31,7 +31,6 @@ import linecache
 import logging
 import os
 import re
-import runpy
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ._common import user_frame
+from ._common import run_as_main, user_frame
 from ._modules import ModuleTracker
 from ._repro import save_repro
 
@@ -250,24 +249,15 @@ def run_script(path: str, argv: Sequence[str] = (), **options: Any) -> Divergenc
     """Run a Python script as __main__ (with sys.argv = [path, *argv]) under a DivergenceFinder;
     returns the finder (its `first`, `divergences`, `checked`). A DivergenceError the script raises
     through is caught here."""
-    import torch_devx  # noqa: F401  (the script may expect devx to exist before it imports anything)
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"script {path!r} does not exist")
     finder = DivergenceFinder(**options)
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [path, *argv]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         with finder:
-            runpy.run_path(path, run_name="__main__")
+            run_as_main(path, argv)
     except DivergenceError:
         pass
     except RuntimeError as e:
-        # A divergence raised on an autograd engine thread comes back wrapped by the engine.
+        # A divergence raised on an autograd engine thread may come back wrapped by the engine.
         if finder.first is None or not finder.stop_at_first:
             raise
         logger.debug("script stopped by the divergence: %s", e)
-    finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
     return finder

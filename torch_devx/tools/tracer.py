@@ -33,7 +33,6 @@ import sys
 from typing import Any, Optional, Union
 
 import torch.nn as nn
-import yaml
 
 from ._common import ModeTool, user_stack
 from ._dump_writer import DumpWriter
@@ -50,12 +49,15 @@ _SELECTORS = ("name", "regex", "type")
 def load_config(config: Union[str, dict[str, Any]]) -> dict[str, Any]:
     """The checked configuration from a YAML file path, YAML text or a dict."""
     if isinstance(config, dict):
-        data = dict(config)
-    elif isinstance(config, str) and os.path.isfile(config):
-        with open(config) as f:
-            data = yaml.safe_load(f) or {}
-    elif isinstance(config, str) and ("\n" in config or ":" in config):
-        data = yaml.safe_load(config) or {}
+        data: Any = dict(config)
+    elif isinstance(config, str) and (os.path.isfile(config) or "\n" in config or ":" in config):
+        import yaml  # only YAML configs need PyYAML
+
+        if os.path.isfile(config):
+            with open(config) as f:
+                data = yaml.safe_load(f) or {}
+        else:
+            data = yaml.safe_load(config) or {}
     else:
         raise FileNotFoundError(f"tracer config {config!r} is neither a YAML file nor YAML text")
     if not isinstance(data, dict):
