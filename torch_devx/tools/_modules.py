@@ -1,8 +1,8 @@
 """Which module is running: global forward pre/post hooks keep a stack of module paths.
 
 A module's path is its attribute path from the outermost running module ("layers.0.fc"), found by
-looking the module up among its caller's children, the name `model.named_modules()` would give for
-modules called by their parents; the outermost module is "" and is shown by its class name. Modules
+looking the module up among its caller's children (then descendants, for modules held in a
+ModuleList the caller iterates), the name `model.named_modules()` gives; the outermost module is "" and is shown by its class name. Modules
 called from outside their parent get their class name. Only the thread that started the tracker is
 followed (module hooks are global).
 """
@@ -25,6 +25,7 @@ class ModuleTracker:
 
     def __init__(self, on_enter: Optional[Callback] = None, on_exit: Optional[Callback] = None) -> None:
         self.stack: list[tuple[nn.Module, str]] = []
+        self._descendants: dict[int, dict[int, str]] = {}
         self._on_enter = on_enter
         self._on_exit = on_exit
         self._handles: list[Any] = []
@@ -50,15 +51,22 @@ class ModuleTracker:
         self._handles = []
         self._thread = None
         self.stack.clear()
+        self._descendants.clear()
 
     def _child_path(self, module: nn.Module) -> str:
         if not self.stack:
             return ""
         parent, parent_path = self.stack[-1]
-        for name, child in parent._modules.items():
-            if child is module:
-                return f"{parent_path}.{name}" if parent_path else name
-        return type(module).__name__
+        name = next((k for k, child in parent._modules.items() if child is module), None)
+        if not name:
+            # Called through a container the parent never calls (a ModuleList): search its descendants once.
+            names = self._descendants.get(id(parent))
+            if names is None:
+                names = self._descendants[id(parent)] = {id(m): n for n, m in parent.named_modules() if n}
+            name = names.get(id(module))
+        if not name:
+            return type(module).__name__
+        return f"{parent_path}.{name}" if parent_path else name
 
     def _pre(self, module: nn.Module, args: Any) -> None:
         if threading.get_ident() != self._thread:
