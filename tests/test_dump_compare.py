@@ -13,9 +13,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import REPO, assert_child_ok, child_env
-
-import subprocess
+from conftest import assert_child_ok, run_commands
 
 
 class Net(nn.Module):
@@ -292,27 +290,32 @@ model(x).sum().backward()
 """
 
 
-def test_cli_dump_compare_parse(tmp_path):
+def test_cli_dump_compare_parse(tmp_path, capsys):
+    from torch_devx.__main__ import main
+
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "torch_devx", *args], env=child_env(), cwd=str(REPO),
-                              capture_output=True, text=True, timeout=180)
-
-    for name, script_args in (("devx", ["corrupt", "devx"]), ("cpu", ["clean", "cpu"])):
-        proc = cli("dump", "--out", str(tmp_path / name), "--level", "mix", str(script), *script_args)
+    cli = [sys.executable, "-m", "torch_devx"]
+    dumps = run_commands([cli + ["dump", "--out", str(tmp_path / "devx"), "--level", "mix", str(script), "corrupt",
+                                 "devx"],
+                          cli + ["dump", "--out", str(tmp_path / "cpu"), "--level", "mix", str(script), "clean",
+                                 "cpu"]])
+    for name, proc in zip(("devx", "cpu"), dumps):
         assert_child_ok(proc)
         assert f"dump written to {tmp_path / name / 'step0'}" in proc.stdout
-    proc = cli("compare", str(tmp_path / "devx"), str(tmp_path / "cpu"), "--out", str(tmp_path / "cmp"))
+    (proc,) = run_commands([cli + ["compare", str(tmp_path / "devx"), str(tmp_path / "cpu"),
+                                   "--out", str(tmp_path / "cmp")]])
     assert_child_ok(proc)
     assert "first divergence: torch.tanh.0.forward" in proc.stdout
-    assert f"train.py:13 in <module>: model(x).sum().backward()" in proc.stdout
+    assert "train.py:13 in <module>: model(x).sum().backward()" in proc.stdout
     assert os.path.isfile(tmp_path / "cmp" / "compare.html") and os.path.isfile(tmp_path / "cmp" / "compare.csv")
-    proc = cli("parse", str(tmp_path / "devx"), "torch.tanh.0.forward")
-    assert_child_ok(proc)
-    assert "torch.tanh.0.forward" in proc.stdout and "max=" in proc.stdout
-    proc = cli("parse", str(tmp_path / "devx"), "torch.nothing.0")
-    assert proc.returncode == 2 and "no record 'torch.nothing.0'" in proc.stderr
     with open(tmp_path / "devx" / "step0" / "dump.json") as f:
         assert json.load(f)["meta"]["level"] == "mix"
+    # parse through the same entry point, in this process.
+    assert main(["parse", str(tmp_path / "devx"), "torch.tanh.0.forward"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("torch.tanh.0.forward  (api, in 1 (Tanh))") and "max=" in out
+    assert main(["parse", str(tmp_path / "devx"), "torch.nothing.0"]) == 2
+    assert "no record 'torch.nothing.0'" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "absent"), str(tmp_path / "cpu")]) == 2
+    assert "does not exist" in capsys.readouterr().err

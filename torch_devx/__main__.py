@@ -131,7 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "coverage":
         coverage(args.all)
         return 0
-    return {"dump": dump, "compare": compare, "parse": parse, "divergence": divergence}[args.command](args)
+    command = {"dump": dump, "compare": compare, "parse": parse, "divergence": divergence}[args.command]
+    try:
+        return command(args)
+    except (FileNotFoundError, ValueError) as e:  # bad paths or options: a message, not a traceback
+        print(f"python -m torch_devx {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
