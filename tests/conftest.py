@@ -9,6 +9,7 @@ Helpers:
                             every DEVX_*/DIPU_* variable cleared, then `env` applied
                             (value None: unset). Returns subprocess.CompletedProcess.
   run_many(codes_envs)      the same for several children at once (they run in parallel).
+  run_commands(cmds)        several command lines at once, in the children's environment.
   assert_child_ok(proc)     fail with the child's output unless it exited 0.
   to_cpu(obj)               tensors (in nested tuples/lists/dicts) copied to the CPU.
   assert_close_cpu(a, b)    torch.testing.assert_close after moving `a` and `b` to the CPU.
@@ -85,6 +86,18 @@ def run_many(jobs: Iterable[tuple[str, dict[str, Optional[str]]]],
     for args, p in procs:
         out, err = p.communicate(timeout=timeout)
         results.append(subprocess.CompletedProcess(args, p.returncode, out, err))
+    return results
+
+
+def run_commands(commands: Iterable[list[str]], cwd: Optional[str] = None,
+                 timeout: float = CHILD_TIMEOUT_S) -> list[subprocess.CompletedProcess]:
+    """Runs several command lines at once (in the children's environment); their results in order."""
+    procs = [(cmd, subprocess.Popen(cmd, env=child_env(), cwd=cwd or str(REPO), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)) for cmd in commands]
+    results = []
+    for cmd, p in procs:
+        out, err = p.communicate(timeout=timeout)
+        results.append(subprocess.CompletedProcess(cmd, p.returncode, out, err))
     return results
 
 

@@ -1,4 +1,15 @@
-"""Command line: `python -m torch_devx coverage [--all]`."""
+"""Command line: `python -m torch_devx COMMAND`.
+
+    coverage [--all]                          which ops run natively on each vendor
+    dump [--out DIR] [--mode M] [--level L] script.py [args...]
+                                              run a script with every API call dumped (the run is step 0)
+    compare DUMP_A DUMP_B [--out DIR] [--step N]
+                                              compare two dumps: summary, compare.csv/.html, ranking.csv
+    parse DUMP RECORD [--step N]              one record's stack and statistics
+    divergence [--out DIR] [--keep-going] [--ops REGEX ...] script.py [args...]
+                                              run a script with every devx op checked against the CPU;
+                                              exit status 1 when an op diverged
+"""
 from __future__ import annotations
 
 import argparse
@@ -33,15 +44,100 @@ def coverage(show_all: bool) -> None:
             print(f"vendor {other}: not usable here ({reason})")
 
 
-def main() -> None:
+def dump(args: argparse.Namespace) -> int:
+    import torch_devx  # noqa: F401  (devx exists before the script runs)
+    from torch_devx.tools import Dumper
+    from torch_devx.tools._common import run_as_main
+
+    dumper = Dumper(args.out, mode=args.mode, level=args.level, backward=not args.no_backward, apis=args.apis)
+    with dumper:
+        run_as_main(args.script, args.script_args)
+    print(f"dump written to {', '.join(dumper.writer.written) or '(nothing recorded)'}")
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    from torch_devx.tools import compare as compare_dumps
+
+    result = compare_dumps(args.dump_a, args.dump_b, out_dir=args.out, step=args.step)
+    print(result.summary())
+    for kind, path in result.files.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+def parse(args: argparse.Namespace) -> int:
+    from torch_devx.tools import parse as parse_record
+
+    try:
+        parse_record(args.dump, args.record, step=args.step)
+    except KeyError as e:
+        print(e.args[0], file=sys.stderr)
+        return 2
+    return 0
+
+
+def divergence(args: argparse.Namespace) -> int:
+    import torch_devx  # noqa: F401
+    from torch_devx.tools import run_script
+
+    finder = run_script(args.script, args.script_args, out_dir=args.out, stop=not args.keep_going, ops=args.ops)
+    print(f"divergence finder: {finder.checked} devx ops matched the CPU"
+          + (f", {sum(finder.unchecked.values())} could not be replayed on the CPU "
+             f"({', '.join(sorted(finder.unchecked))})" if finder.unchecked else ""))
+    if finder.first is None:
+        print("no op diverged from the CPU")
+        return 0
+    for d in finder.divergences.values():
+        print(d.describe().replace("first divergence", "divergence", 1) if d is not finder.first else d.describe())
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_devx")
     sub = parser.add_subparsers(dest="command", required=True)
     cov = sub.add_parser("coverage", help="which ops run natively on each vendor")
     cov.add_argument("--all", action="store_true", help="list every op, not only those that fall back")
-    args = parser.parse_args()
+
+    dmp = sub.add_parser("dump", help="run a script, dumping every API call's inputs and outputs")
+    dmp.add_argument("--out", default="dump", help="dump folder (default: dump)")
+    dmp.add_argument("--mode", default="stats", choices=["stats", "sample", "full", "stack"])
+    dmp.add_argument("--level", default="api", choices=["api", "module", "mix", "aten"])
+    dmp.add_argument("--apis", nargs="+", metavar="REGEX", help="only APIs whose name matches one of these")
+    dmp.add_argument("--no-backward", action="store_true", help="leave the backward pass out")
+    dmp.add_argument("script")
+    dmp.add_argument("script_args", nargs=argparse.REMAINDER)
+
+    cmp_ = sub.add_parser("compare", help="compare two dumps (A: the device run, B: the reference)")
+    cmp_.add_argument("dump_a")
+    cmp_.add_argument("dump_b")
+    cmp_.add_argument("--out", help="folder for compare.csv, compare.html and ranking.csv")
+    cmp_.add_argument("--step", type=int, help="step to compare (default: the first)")
+
+    prs = sub.add_parser("parse", help="show one record of a dump: its stack and statistics")
+    prs.add_argument("dump")
+    prs.add_argument("record", help='"torch.tanh.0.forward", or "torch.tanh.0" for both directions')
+    prs.add_argument("--step", type=int)
+
+    div = sub.add_parser("divergence", help="run a script with every devx op also run on the CPU; "
+                                            "report the first op that differs, with a repro")
+    div.add_argument("--out", default="divergence", help="repro folder (default: divergence)")
+    div.add_argument("--keep-going", action="store_true", help="check the whole run; list every op that diverged")
+    div.add_argument("--ops", nargs="+", metavar="REGEX", help="check only ops whose name matches one of these")
+    div.add_argument("script")
+    div.add_argument("script_args", nargs=argparse.REMAINDER)
+
+    args = parser.parse_args(argv)
     if args.command == "coverage":
         coverage(args.all)
+        return 0
+    command = {"dump": dump, "compare": compare, "parse": parse, "divergence": divergence}[args.command]
+    try:
+        return command(args)
+    except (FileNotFoundError, ValueError) as e:  # bad paths or options: a message, not a traceback
+        print(f"python -m torch_devx {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

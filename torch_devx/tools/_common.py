@@ -1,15 +1,17 @@
 """Helpers shared by the tools: API names, the noise list, start/stop of a TorchFunctionMode, source lines."""
 from __future__ import annotations
 
+import linecache
 import os
+import runpy
 import sys
 from types import FrameType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.overrides
 
-__all__ = ["NOISE", "api_name", "ModeTool", "user_frame"]
+__all__ = ["NOISE", "api_name", "ModeTool", "run_as_main", "user_frame", "user_stack"]
 
 # Calls that are not "API calls" worth timing or checking. Besides these, every property access
 # (`t.shape`, `t.device`, `t.grad`, `t.T`: torch reports them as `Tensor.<prop>.__get__`/`__set__`)
@@ -77,6 +79,22 @@ def user_frame(start: Optional[FrameType] = None) -> Optional[FrameType]:
     return None
 
 
+def user_stack(start: Optional[FrameType] = None, limit: int = 16) -> list[str]:
+    """The frames outside torch and torch_devx from the calling line outwards, innermost first,
+    as 'file:line in function: source' (at most `limit`)."""
+    frames = []
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    while frame is not None and len(frames) < limit:
+        code = frame.f_code
+        filename = os.path.abspath(code.co_filename)
+        if not (filename.startswith(_TORCH_DIR) or filename.startswith(_DEVX_DIR)
+                or code.co_filename.startswith("<frozen")):
+            source = linecache.getline(code.co_filename, frame.f_lineno).strip()
+            frames.append(f"{code.co_filename}:{frame.f_lineno} in {code.co_name}: {source}")
+        frame = frame.f_back
+    return frames
+
+
 class ModeTool(torch.overrides.TorchFunctionMode):
     """A TorchFunctionMode with start()/stop() besides `with`. Nothing is pushed before start()."""
 
@@ -119,3 +137,20 @@ class ModeTool(torch.overrides.TorchFunctionMode):
 
     def __exit__(self, exc_type, exc_val, exc_tb) -> None:
         self.stop()
+
+
+def run_as_main(path: str, argv: Sequence[str] = ()) -> None:
+    """Run a Python script as __main__, with sys.argv = [path, *argv] and its folder first on sys.path
+    (as `python path argv...` would); both are restored afterwards. SystemExit(0/None) is a normal end."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"script {path!r} does not exist")
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [path, *argv]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path

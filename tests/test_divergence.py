@@ -1,0 +1,208 @@
+"""torch_devx.tools.DivergenceFinder: every devx op replayed on the CPU from the same inputs; the first
+op whose kernel is deliberately corrupted (diagnostics.override_kernel) is named with its module, its
+Python line and a repro test that fails while the fault is planted and passes without it."""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import run_commands
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.act = nn.Tanh()
+        self.fc2 = nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = self.act(self.fc1(x))  # TANH LINE
+        return self.fc2(h) * 2
+
+
+def _line_of(marker: str) -> int:
+    lines, start = inspect.getsourcelines(Net.forward)
+    return start + next(i for i, text in enumerate(lines) if marker in text)
+
+
+def wrong_tanh(t):
+    return (torch.ops.aten.sigmoid(t * 2) * 2 - 1) * 1.05
+
+
+def wrong_tanh_backward(grad, y):
+    return torch.ops.aten.mul.Tensor(grad, 1 - y * y) * 1.05
+
+
+@pytest.fixture
+def diag(devx):
+    yield devx.diagnostics
+    for op in ("tanh", "tanh_backward", "add_.Tensor"):
+        devx.diagnostics.override_kernel(op, None)
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    assert _get_current_dispatch_mode_stack() == []
+
+
+def train_step(device: str = "devx") -> float:
+    torch.manual_seed(0)
+    model = Net().to(device)
+    x = torch.randn(3, 4).to(device)
+    loss = model(x).sum()
+    loss.backward()  # BACKWARD LINE
+    return loss.item()
+
+
+def _import_repro(folder: str):
+    spec = importlib.util.spec_from_file_location(f"repro_{os.path.basename(folder)}",
+                                                  os.path.join(folder, "test_repro.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [getattr(module, n) for n in dir(module) if n.startswith("test_")]
+
+
+def test_finds_the_corrupted_forward_op_with_module_line_and_repro(diag, tmp_path):
+    from torch_devx.tools import DivergenceError, DivergenceFinder
+
+    diag.override_kernel("tanh", wrong_tanh)
+    finder = DivergenceFinder(out_dir=str(tmp_path))
+    with pytest.raises(DivergenceError) as info:
+        with finder:
+            train_step()
+    d = info.value.divergence
+    assert d is finder.first
+    assert (d.op, d.direction, d.module) == ("tanh", "forward", "act (Tanh)")
+    assert d.location == f"{__file__}:{_line_of('TANH LINE')}" and "self.act(self.fc1(x))" in d.source
+    assert "24 of 24 elements differ" in d.detail
+    assert d.index == finder.checked > 0  # fc1's ops matched before
+    message = str(info.value)
+    assert "aten::tanh (forward), in module act (Tanh)" in message and "test_repro.py" in message
+
+    (test,) = _import_repro(d.repro_dir)
+    with pytest.raises(AssertionError):  # the planted fault is still there
+        test()
+    diag.override_kernel("tanh", None)
+    test()  # the kernel is right again: the repro passes
+
+
+def test_finds_a_corrupted_backward_op(diag, tmp_path):
+    from torch_devx.tools import DivergenceFinder
+
+    diag.override_kernel("tanh_backward", wrong_tanh_backward)
+    with DivergenceFinder(out_dir=str(tmp_path), stop=False) as finder:
+        train_step()
+    assert list(finder.divergences) == ["tanh_backward"]
+    d = finder.first
+    assert (d.direction, d.node, d.module) == ("backward", "TanhBackward0", "")
+    # The engine runs the op on its own thread; the line is where the script waits in backward().
+    lines, start = inspect.getsourcelines(train_step)
+    backward_line = start + next(i for i, t in enumerate(lines) if "BACKWARD LINE" in t)
+    assert d.location == f"{__file__}:{backward_line}"
+    (test,) = _import_repro(d.repro_dir)
+    with pytest.raises(AssertionError):
+        test()
+    diag.override_kernel("tanh_backward", None)
+    test()
+
+
+def test_keep_going_lists_each_wrong_op_once(diag, tmp_path):
+    from torch_devx.tools import DivergenceFinder
+
+    diag.override_kernel("tanh", wrong_tanh)
+    diag.override_kernel("tanh_backward", wrong_tanh_backward)
+    with DivergenceFinder(out_dir=str(tmp_path), stop=False) as finder:
+        train_step()
+        train_step()
+    assert list(finder.divergences) == ["tanh", "tanh_backward"]
+    assert finder.divergences["tanh"].occurrences == 2
+    assert sorted(os.listdir(tmp_path)) == ["00_tanh", "01_tanh_backward"]
+
+
+def test_in_place_op_repro_replays_the_inputs_before_the_write(diag, tmp_path):
+    from torch_devx.tools import DivergenceFinder
+
+    def wrong_add_(self, other, alpha=1):
+        return torch.ops.aten.copy_.default(self, torch.ops.aten.add.Tensor(self, other, alpha=alpha) + 0.5)
+
+    diag.override_kernel("add_.Tensor", wrong_add_)
+    a = torch.arange(4.0, device="devx")
+    b = torch.ones(4, device="devx")
+    with DivergenceFinder(out_dir=str(tmp_path), stop=False, ops=[r"^add_"]) as finder:
+        a.add_(b)
+    d = finder.first
+    assert d.op == "add_.Tensor" and "max abs diff 0.5" in d.detail
+    from torch_devx.tools._repro import load_case
+
+    op, args, _ = load_case(os.path.join(d.repro_dir, "inputs.pt"), "devx")
+    assert op is torch.ops.aten.add_.Tensor and args[0].device.type == "devx"
+    torch.testing.assert_close(args[0].cpu(), torch.arange(4.0))  # as before the op wrote it
+    (test,) = _import_repro(d.repro_dir)
+    with pytest.raises(AssertionError):
+        test()
+    diag.override_kernel("add_.Tensor", None)
+    test()
+
+
+def test_clean_run_has_no_divergence(diag, tmp_path):
+    from torch_devx.tools import DivergenceFinder
+
+    with DivergenceFinder(out_dir=str(tmp_path)) as finder:
+        train_step()
+        torch.randn(3, device="devx")  # random ops are not compared
+    assert finder.first is None and finder.checked > 20
+    assert not os.path.exists(tmp_path / "00_tanh")
+
+
+SCRIPT = """
+import argparse
+import torch
+import torch.nn as nn
+import torch_devx
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--corrupt", action="store_true")
+if parser.parse_args().corrupt:
+    torch_devx.diagnostics.override_kernel("tanh", lambda t: (torch.ops.aten.sigmoid(t * 2) * 2 - 1) * 1.05)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).cuda()
+x = torch.randn(3, 4, device="cuda")
+model(x).sum().backward()
+print("script finished")
+"""
+
+
+def test_cli_names_the_op_and_writes_a_repro(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    cli = [sys.executable, "-m", "torch_devx", "divergence"]
+    clean, proc = run_commands([cli + ["--out", str(tmp_path / "clean"), str(script)],
+                                cli + ["--out", str(tmp_path / "div"), str(script), "--corrupt"]], cwd=str(tmp_path))
+    assert clean.returncode == 0, clean.stderr
+    assert "script finished" in clean.stdout and "no op diverged from the CPU" in clean.stdout
+    assert proc.returncode == 1, proc.stderr
+    assert "script finished" not in proc.stdout  # stopped at the first divergence
+    assert "first divergence: aten::tanh (forward), in module 1 (Tanh)" in proc.stdout
+    assert f"at {script}:14: model(x).sum().backward()" in proc.stdout
+    repro = tmp_path / "div" / "00_tanh" / "test_repro.py"
+    assert repro.is_file() and (tmp_path / "div" / "00_tanh" / "inputs.pt").is_file()
+    # The saved repro is a unit test: it passes in a process whose tanh kernel is right, and fails in
+    # one where the fault is planted.
+    planted = ("import sys, torch, torch_devx, pytest\n"
+               "torch_devx.diagnostics.override_kernel('tanh', lambda t: torch.ops.aten.sigmoid(t) * 1.05)\n"
+               f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {str(repro)!r}]))\n")
+    right, wrong = run_commands([[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(repro)],
+                                 [sys.executable, "-c", planted]], cwd=str(tmp_path))
+    assert right.returncode == 0 and "1 passed" in right.stdout, right.stdout + right.stderr
+    assert wrong.returncode == 1 and "1 failed" in wrong.stdout, wrong.stdout + wrong.stderr
+
+
+def test_missing_script_is_a_clear_error(tmp_path, capsys):
+    from torch_devx.__main__ import main
+
+    assert main(["divergence", str(tmp_path / "absent.py")]) == 2
+    assert "script" in capsys.readouterr().err

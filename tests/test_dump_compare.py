@@ -1,0 +1,321 @@
+"""torch_devx.tools Dumper / compare / parse on real runs: a small model on devx with one op's kernel
+deliberately corrupted (diagnostics.override_kernel) against the same model on the CPU."""
+from __future__ import annotations
+
+import csv
+import html.parser
+import inspect
+import json
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import assert_child_ok, run_commands
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(6, 12)
+        self.act = nn.Tanh()
+        self.fc2 = nn.Linear(12, 3)
+
+    def forward(self, x):
+        h = self.act(self.fc1(x))  # TANH LINE
+        return self.fc2(h) * 2
+
+
+def _line_of(marker: str) -> int:
+    lines, start = inspect.getsourcelines(Net.forward)
+    return start + next(i for i, text in enumerate(lines) if marker in text)
+
+
+def wrong_tanh(t):
+    """A planted fault: tanh 5% too large (2 * sigmoid(2t) - 1 is tanh)."""
+    return (torch.ops.aten.sigmoid(t * 2) * 2 - 1) * 1.05
+
+
+@pytest.fixture
+def tools(devx):
+    import torch_devx.tools as tools
+
+    yield tools
+    devx.diagnostics.override_kernel("tanh", None)
+    assert torch.overrides._get_current_function_mode_stack() == []
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    assert _get_current_dispatch_mode_stack() == []
+
+
+def run_model(tools, device: str, out: str, corrupt: bool = False, steps: int = 1, **options) -> None:
+    import torch_devx
+
+    tools.seed_all(0)
+    model = Net().to(device)
+    # foreach=False: by default SGD uses the foreach kernels on devx but a per-parameter loop on the CPU.
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    x = torch.randn(4, 6).to(device)
+    if corrupt:
+        torch_devx.diagnostics.override_kernel("tanh", wrong_tanh)
+    try:
+        with tools.Dumper(out, **options) as dumper:
+            for _ in range(steps):
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+                dumper.step()
+    finally:
+        torch_devx.diagnostics.override_kernel("tanh", None)
+
+
+def test_dump_round_trip(tools, tmp_path):
+    from torch_devx.tools._dump_reader import load_dump
+
+    run_model(tools, "devx", str(tmp_path / "d"), mode="full", level="mix")
+    d = load_dump(str(tmp_path / "d"))
+    assert d.meta["mode"] == "full" and d.meta["step"] == 0
+    names = list(d.records)
+    # Call order: the module starts before the API it calls.
+    assert names.index("Module.fc1.Linear.0.forward") < names.index("torch.nn.functional.linear.0.forward")
+    assert names.index("torch.nn.functional.linear.0.forward") < names.index("torch.tanh.0.forward")
+    tanh = d.records["torch.tanh.0.forward"]
+    assert tanh["kind"] == "api" and tanh["module"] == "act (Tanh)"
+    (inp,), (out,) = tanh["inputs"], tanh["outputs"]
+    assert inp["dtype"] == "float32" and inp["shape"] == [4, 12] and inp["device"] == "devx:0"
+    x, y = d.data(inp), d.data(out)
+    torch.testing.assert_close(y, torch.tanh(x))
+    assert out["max"] == pytest.approx(y.max().item()) and out["min"] == pytest.approx(y.min().item())
+    assert out["mean"] == pytest.approx(y.mean().item()) and out["norm"] == pytest.approx(y.norm().item())
+    assert out["nan"] == 0 and out["inf"] == 0
+    # Module records carry the module's own parameters; backward records exist at both levels.
+    fc1 = d.records["Module.fc1.Linear.0.forward"]
+    assert [e["name"] for e in fc1["inputs"]] == ["args[0]", "param.weight", "param.bias"]
+    assert d.records["Module.act.Tanh.0.backward"]["inputs"][0]["name"] == "grad_output[0]"
+    assert d.records["Aten.tanh_backward.default.0.backward"]["node"] == "TanhBackward0"
+    assert f"{__file__}:{_line_of('TANH LINE')} in forward" in d.stack("torch.tanh.0.forward")[0]
+
+
+def test_sampled_data_keeps_head_tail_and_every_kth(tools, tmp_path):
+    from torch_devx.tools._dump_reader import load_dump
+    from torch_devx.tools._summary import Sampling
+
+    t = torch.arange(1000, dtype=torch.float32, device="devx")
+    with tools.Dumper(str(tmp_path), mode="sample", sampling=Sampling(head=3, tail=2, every=100)):
+        torch.neg(t)
+    d = load_dump(str(tmp_path))
+    entry = d.records["torch.neg.0.forward"]["outputs"][0]
+    assert entry["sampling"] == [3, 2, 100]
+    expected = -torch.tensor([0, 1, 2] + list(range(3, 998, 100)) + [998, 999], dtype=torch.float32)
+    torch.testing.assert_close(d.data(entry), expected)
+    assert entry["shape"] == [1000] and entry["min"] == -999.0  # statistics are of the whole tensor
+
+
+def test_scopes_apis_range_stack_and_steps(tools, tmp_path):
+    from torch_devx.tools._dump_reader import dump_steps, load_dump
+
+    x = torch.randn(5, device="devx")
+
+    def work():
+        a = torch.relu(x)
+        b = torch.sigmoid(a)
+        c = torch.exp(b)
+        return torch.relu(c)
+
+    with tools.Dumper(str(tmp_path / "apis"), apis=[r"^torch\.relu$"], backward=False):
+        work()
+    assert list(load_dump(str(tmp_path / "apis")).records) == ["torch.relu.0.forward", "torch.relu.1.forward"]
+
+    with tools.Dumper(str(tmp_path / "range"), range=("torch.sigmoid.0", "torch.exp.0.forward"), backward=False):
+        work()
+    assert list(load_dump(str(tmp_path / "range")).records) == ["torch.sigmoid.0.forward", "torch.exp.0.forward"]
+
+    with tools.Dumper(str(tmp_path / "stack"), mode="stack", backward=False):
+        work()
+    d = load_dump(str(tmp_path / "stack"))
+    assert all(r["inputs"] == [] and r["outputs"] == [] for r in d.records.values())
+    assert "in work: a = torch.relu(x)" in d.stack("torch.relu.0.forward")[0]
+
+    with tools.Dumper(str(tmp_path / "steps"), steps=[1, 3], backward=False) as dumper:
+        for _ in range(4):
+            work()
+            dumper.step()
+    assert dump_steps(str(tmp_path / "steps")) == [1, 3]
+
+
+def test_statistics_dump_of_100_steps_stays_small(tools, tmp_path):
+    run_model(tools, "devx", str(tmp_path), steps=100, level="mix")
+    folders = sorted(os.listdir(tmp_path))
+    assert len(folders) == 100
+    total = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(tmp_path) for f in files)
+    assert not any(os.path.isdir(tmp_path / f / "data") for f in folders)
+    assert total / 100 < 48 * 1024, f"{total / 100:.0f} bytes per step"
+
+
+@pytest.mark.parametrize("mode", ["stats", "full"])
+def test_compare_names_the_corrupted_op(tools, tmp_path, mode):
+    run_model(tools, "devx", str(tmp_path / "devx"), corrupt=True, mode=mode, level="mix")
+    run_model(tools, "cpu", str(tmp_path / "cpu"), mode=mode, level="mix")
+    result = tools.compare(str(tmp_path / "devx"), str(tmp_path / "cpu"), out_dir=str(tmp_path / "cmp"))
+    fd = result.first_divergence
+    assert fd is not None and fd.name == "torch.tanh.0.forward"
+    assert fd.verdict == "error"
+    assert f"test_dump_compare.py:{_line_of('TANH LINE')}" in fd.stack[0]
+    if mode == "stats":
+        assert result.basis == "stats" and fd.rule.startswith("statistics only")
+    else:
+        assert result.basis == "data" and "within 1%" in fd.rule
+        (out,) = [t for t in fd.tensors if t.io == "output"]
+        assert 0.04 < out.metrics.max_rel < 0.06 and out.metrics.within_01 == 0.0
+    by_name = {api.name: api for api in result.apis}
+    assert by_name["torch.nn.functional.linear.0.forward"].verdict == "pass"   # before the fault
+    assert by_name["torch.nn.functional.linear.1.forward"].verdict == "error"  # after it
+    assert result.summary().splitlines()[1].startswith("first divergence: torch.tanh.0.forward")
+    # The layer ranking puts a layer after the fault above fc1 (which sees the same inputs and weights).
+    ranking = [api.name for api in result.ranking]
+    assert ranking.index("Module.fc1.Linear.0.forward") > ranking.index("Module.act.Tanh.0.forward")
+
+    with open(result.files["csv"], newline="") as f:
+        rows = list(csv.DictReader(f))
+    tanh_rows = [r for r in rows if r["api_a"] == "torch.tanh.0.forward"]
+    assert {r["io"] for r in tanh_rows} == {"input", "output"}
+    assert [r["verdict"] for r in tanh_rows if r["io"] == "output"] == ["error"]
+    assert float(next(r for r in tanh_rows if r["io"] == "output")["max_b"]) < 1.0
+
+    class Collect(html.parser.HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.ids, self.text = set(), []
+
+        def handle_starttag(self, tag, attrs):
+            self.ids.update(v for k, v in attrs if k == "id")
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    page = Collect()
+    with open(result.files["html"]) as f:
+        page.feed(f.read())
+    assert {"first-divergence", "apis"} <= page.ids
+    assert "torch.tanh.0.forward" in "".join(page.text)
+    with open(result.files["ranking"], newline="") as f:
+        assert next(csv.reader(f)) == ["rank", "module", "error", "verdict", "rule"]
+
+
+def test_clean_runs_agree(tools, tmp_path):
+    run_model(tools, "devx", str(tmp_path / "devx"), mode="full", level="mix")
+    run_model(tools, "cpu", str(tmp_path / "cpu"), mode="full", level="mix")
+    result = tools.compare(str(tmp_path / "devx"), str(tmp_path / "cpu"))
+    assert result.first_divergence is None
+    counts = result.counts()
+    assert counts["error"] == 0 and counts["warning"] == 0 and counts["unpaired"] == 0 and counts["pass"] > 20
+
+
+def test_pairing_tolerates_an_extra_call(tools, tmp_path):
+    x = torch.randn(8, device="devx")
+    for name, extra in (("a", False), ("b", True)):
+        with tools.Dumper(str(tmp_path / name), backward=False):
+            y = torch.sin(x)
+            if extra:
+                y = y.clone()
+            z = torch.cos(y) * (1.01 if name == "a" else 1.0)
+            torch.exp(z)
+    result = tools.compare(str(tmp_path / "a"), str(tmp_path / "b"))
+    by_name = {api.name: api for api in result.apis}
+    assert not by_name["Tensor.clone.0.forward"].paired
+    assert by_name["torch.exp.0.forward"].paired and by_name["torch.exp.0.forward"].input_verdict != "pass"
+    assert result.first_divergence.name == "Tensor.mul.0.forward"
+    assert result.counts()["unpaired"] == 1
+
+
+def test_parse_prints_stack_and_statistics(tools, tmp_path, capsys):
+    run_model(tools, "devx", str(tmp_path))
+    text = tools.parse(str(tmp_path), "torch.tanh.0")
+    assert capsys.readouterr().out.strip() == text
+    assert text.startswith("torch.tanh.0.forward  (api, in act (Tanh))")
+    assert f"test_dump_compare.py:{_line_of('TANH LINE')} in forward" in text
+    assert "output: float32 (4, 12) devx:0 max=" in text and "nan=0 inf=0" in text
+    with pytest.raises(KeyError, match="close: torch.tanh.0.forward"):
+        tools.parse(str(tmp_path), "torch.tanh.0.forwrd")
+
+
+def test_bad_input_is_a_clear_error(tools, tmp_path):
+    with pytest.raises(ValueError, match="dump mode 'everything'"):
+        tools.Dumper(str(tmp_path), mode="everything")
+    with pytest.raises(ValueError, match="dump level"):
+        tools.Dumper(str(tmp_path), level="kernel")
+    with pytest.raises(ValueError, match="range must be two record names"):
+        tools.Dumper(str(tmp_path), range=("torch.relu.0",))
+    with pytest.raises(FileNotFoundError, match="not a dump folder"):
+        tools.compare(str(tmp_path), str(tmp_path))
+    (tmp_path / "step0").mkdir()
+    (tmp_path / "step0" / "dump.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        tools.parse(str(tmp_path), "torch.relu.0")
+
+
+def test_nothing_is_installed_at_import():
+    code = """
+    import sys, torch, torch_devx
+    from torch.nn.modules import module
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    assert not [m for m in sys.modules if m.startswith("torch_devx.tools")]
+    import torch_devx.tools
+    assert torch.overrides._get_current_function_mode_stack() == []
+    assert _get_current_dispatch_mode_stack() == []
+    assert not module._global_forward_hooks and not module._global_forward_pre_hooks
+    print("clean")
+    """
+    from conftest import run_python
+
+    proc = run_python(code)
+    assert_child_ok(proc)
+    assert "clean" in proc.stdout
+
+
+SCRIPT = """
+import sys
+import torch
+import torch.nn as nn
+import torch_devx
+
+if sys.argv[1] == "corrupt":
+    torch_devx.diagnostics.override_kernel("tanh", lambda t: (torch.ops.aten.sigmoid(t * 2) * 2 - 1) * 1.05)
+device = sys.argv[2]
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).to(device)
+x = torch.randn(3, 4).to(device)
+model(x).sum().backward()
+"""
+
+
+def test_cli_dump_compare_parse(tmp_path, capsys):
+    from torch_devx.__main__ import main
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    cli = [sys.executable, "-m", "torch_devx"]
+    dumps = run_commands([cli + ["dump", "--out", str(tmp_path / "devx"), "--level", "mix", str(script), "corrupt",
+                                 "devx"],
+                          cli + ["dump", "--out", str(tmp_path / "cpu"), "--level", "mix", str(script), "clean",
+                                 "cpu"]])
+    for name, proc in zip(("devx", "cpu"), dumps):
+        assert_child_ok(proc)
+        assert f"dump written to {tmp_path / name / 'step0'}" in proc.stdout
+    (proc,) = run_commands([cli + ["compare", str(tmp_path / "devx"), str(tmp_path / "cpu"),
+                                   "--out", str(tmp_path / "cmp")]])
+    assert_child_ok(proc)
+    assert "first divergence: torch.tanh.0.forward" in proc.stdout
+    assert "train.py:13 in <module>: model(x).sum().backward()" in proc.stdout
+    assert os.path.isfile(tmp_path / "cmp" / "compare.html") and os.path.isfile(tmp_path / "cmp" / "compare.csv")
+    with open(tmp_path / "devx" / "step0" / "dump.json") as f:
+        assert json.load(f)["meta"]["level"] == "mix"
+    # parse through the same entry point, in this process.
+    assert main(["parse", str(tmp_path / "devx"), "torch.tanh.0.forward"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("torch.tanh.0.forward  (api, in 1 (Tanh))") and "max=" in out
+    assert main(["parse", str(tmp_path / "devx"), "torch.nothing.0"]) == 2
+    assert "no record 'torch.nothing.0'" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "absent"), str(tmp_path / "cpu")]) == 2
+    assert "does not exist" in capsys.readouterr().err

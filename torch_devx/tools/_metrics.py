@@ -1,0 +1,156 @@
+"""Comparing one tensor of run A (the device) with the same tensor of run B (the reference).
+
+On data (full or sampled dumps): cosine similarity, max absolute error, max relative error and the
+shares of elements within 0.1% and 1%. The relative error of an element is |a - b| / max(|b|, floor),
+floor = eps(dtype) * max|b|, so that elements near zero in a tensor of large values do not dominate.
+On statistics only: the relative differences of max, min, mean and norm, each divided by
+max(|statistic of B|, rms of B) (the mean of a tensor centred on zero is not a scale).
+
+Verdicts, first rule that fires wins (the rule is reported):
+  error    dtype or shape differ; nan or inf counts differ; integer/bool values differ;
+           data: cosine < 0.99 or share within 1% < 0.9;  stats: a rel diff > 10 * stats_tol
+  warning  data: cosine < pass_cosine or share within the dtype's band < pass_share;
+           stats: a rel diff > stats_tol
+  pass     otherwise
+Per dtype: (band, pass_share, pass_cosine, stats_tol) in THRESHOLDS.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+__all__ = ["Metrics", "SEVERITY", "THRESHOLDS", "compare_entries"]
+
+SEVERITY = {"pass": 0, "warning": 1, "error": 2}
+
+# dtype -> (band of the pass share, pass share, pass cosine, stats tolerance)
+THRESHOLDS: dict[str, tuple[str, float, float, float]] = {
+    "float64": ("0.1%", 0.999, 0.99999, 1e-7),
+    "float32": ("0.1%", 0.999, 0.9999, 1e-4),
+    "complex64": ("0.1%", 0.999, 0.9999, 1e-4),
+    "float16": ("1%", 0.999, 0.999, 1e-3),
+    "bfloat16": ("1%", 0.99, 0.999, 1e-2),
+}
+_DEFAULT = THRESHOLDS["float32"]
+_ERROR_COSINE, _ERROR_SHARE_1PCT, _STATS_ERROR_FACTOR = 0.99, 0.9, 10.0
+_FLOAT_EPS = {"float64": 2.2e-16, "float16": 9.8e-4, "bfloat16": 7.8e-3}
+
+
+@dataclass
+class Metrics:
+    basis: str                                  # "data", "sample", "stats" or "none"
+    verdict: str
+    rule: str
+    cosine: Optional[float] = None
+    max_abs: Optional[float] = None
+    max_rel: Optional[float] = None
+    within_01: Optional[float] = None           # share of elements within 0.1%
+    within_1: Optional[float] = None            # share of elements within 1%
+    stats_rel: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def error(self) -> float:
+        """One number for ranking: 1 - cosine on data, the largest statistic rel diff on statistics."""
+        if self.cosine is not None:
+            return 1.0 - self.cosine
+        return max(self.stats_rel.values(), default=0.0)
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "complex", "bfloat"))
+
+
+def _data_metrics(a: torch.Tensor, b: torch.Tensor, dtype: str, basis: str) -> Metrics:
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    a64, b64 = a.reshape(-1).double(), b.reshape(-1).double()
+    if not _is_float(dtype):
+        differ = int((a64 != b64).sum())
+        if differ:
+            return Metrics(basis, "error", f"{differ} of {a64.numel()} integer values differ",
+                           max_abs=float((a64 - b64).abs().max()))
+        return Metrics(basis, "pass", "integer values equal", max_abs=0.0, max_rel=0.0, within_01=1.0, within_1=1.0,
+                       cosine=1.0)
+    finite = torch.isfinite(a64) & torch.isfinite(b64)
+    a64, b64 = a64[finite], b64[finite]
+    if a64.numel() == 0:
+        return Metrics(basis, "pass", "no finite elements to compare")
+    diff = (a64 - b64).abs()
+    scale = b64.abs()
+    floor = max(float(scale.max()) * _FLOAT_EPS.get(dtype, 1.2e-7), 1e-30)
+    rel = diff / scale.clamp_min(floor)
+    na, nb = float(a64.norm()), float(b64.norm())
+    if na == 0.0 and nb == 0.0:
+        cosine = 1.0
+    elif na == 0.0 or nb == 0.0:
+        cosine = 0.0
+    else:
+        cosine = max(-1.0, min(1.0, float((a64 @ b64) / (na * nb))))
+    m = Metrics(basis, "pass", "", cosine=cosine, max_abs=float(diff.max()), max_rel=float(rel.max()),
+                within_01=float((rel <= 1e-3).double().mean()), within_1=float((rel <= 1e-2).double().mean()))
+    band, pass_share, pass_cosine, _ = THRESHOLDS.get(dtype, _DEFAULT)
+    share = m.within_01 if band == "0.1%" else m.within_1
+    prefix = "sampled " if basis == "sample" else ""
+    if cosine < _ERROR_COSINE:
+        m.verdict, m.rule = "error", f"{prefix}cosine {cosine:.6f} < {_ERROR_COSINE}"
+    elif m.within_1 < _ERROR_SHARE_1PCT:
+        m.verdict, m.rule = "error", f"{prefix}within 1%: {m.within_1:.4f} < {_ERROR_SHARE_1PCT}"
+    elif cosine < pass_cosine:
+        m.verdict, m.rule = "warning", f"{prefix}cosine {cosine:.6f} < {pass_cosine} ({dtype})"
+    elif share < pass_share:
+        m.verdict, m.rule = "warning", f"{prefix}within {band}: {share:.4f} < {pass_share} ({dtype})"
+    else:
+        m.rule = f"{prefix}cosine >= {pass_cosine} and {pass_share:.1%} within {band} ({dtype})"
+    return m
+
+
+def _stats_metrics(a: dict[str, Any], b: dict[str, Any], dtype: str) -> Metrics:
+    numel = math.prod(b.get("shape") or [1]) or 1
+    rms = abs(b.get("norm") or 0.0) / math.sqrt(numel)
+    rel: dict[str, float] = {}
+    for key in ("max", "min", "mean", "norm"):
+        x, y = a.get(key), b.get(key)
+        if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+            continue
+        denominator = max(abs(y), rms)
+        rel[key] = 0.0 if x == y else (abs(x - y) / denominator if denominator > 0 else math.inf)
+    tol = THRESHOLDS.get(dtype, _DEFAULT)[3] if _is_float(dtype) else 0.0
+    m = Metrics("stats", "pass", f"statistics only: rel diffs <= {tol:g}", stats_rel=rel)
+    if not rel:
+        m.rule = "statistics only: nothing comparable"
+        return m
+    worst = max(rel, key=lambda k: rel[k])
+    if rel[worst] > tol * _STATS_ERROR_FACTOR:
+        m.verdict = "error"
+        m.rule = f"statistics only: {worst} rel diff {rel[worst]:.3g} > {tol * _STATS_ERROR_FACTOR:g}"
+    elif rel[worst] > tol:
+        m.verdict, m.rule = "warning", f"statistics only: {worst} rel diff {rel[worst]:.3g} > {tol:g}"
+    return m
+
+
+def compare_entries(a: dict[str, Any], b: dict[str, Any], data_a: Optional[torch.Tensor],
+                    data_b: Optional[torch.Tensor]) -> Metrics:
+    """Compare two argument summaries (see _summary.py) with their saved data when both have it."""
+    if a.get("type") != "tensor" or b.get("type") != "tensor":
+        if a.get("type") != b.get("type"):
+            return Metrics("none", "error", f"kinds differ: {a.get('type')} vs {b.get('type')}")
+        if a.get("value") != b.get("value") and a.get("type") in ("int", "bool", "str"):
+            return Metrics("none", "warning", f"values differ: {a.get('value')!r} vs {b.get('value')!r}")
+        return Metrics("none", "pass", "not a tensor")
+    dtype = b.get("dtype", "")
+    if a.get("dtype") != dtype:
+        return Metrics("none", "error", f"dtype {a.get('dtype')} vs {dtype}")
+    if a.get("shape") != b.get("shape"):
+        return Metrics("none", "error", f"shape {a.get('shape')} vs {b.get('shape')}")
+    for key in ("nan", "inf"):
+        if (a.get(key) or 0) != (b.get(key) or 0):
+            return Metrics("none", "error", f"{key} count {a.get(key)} vs {b.get(key)}")
+    if a.get("max") is None and b.get("max") is None:
+        return Metrics("none", "pass", "empty tensor" if 0 in (b.get("shape") or []) else "no statistics")
+    if data_a is not None and data_b is not None and data_a.shape == data_b.shape \
+            and a.get("sampling") == b.get("sampling"):
+        return _data_metrics(data_a, data_b, dtype, "sample" if a.get("sampling") else "data")
+    return _stats_metrics(a, b, dtype)

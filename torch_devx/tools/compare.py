@@ -1,0 +1,226 @@
+"""Compare two dumps (run A, e.g. devx, against run B, e.g. the CPU) API by API.
+
+    from torch_devx.tools import compare, parse
+    result = compare("dump_devx", "dump_cpu", out_dir="cmp")   # cmp/compare.csv, compare.html, ranking.csv
+    print(result.summary())
+    print(parse("dump_devx", "torch.tanh.0.forward"))
+
+Pairing: records are matched by the sequence of their API names and directions (difflib), so an
+extra or missing call on one side (a `.cuda()` only the device script makes) leaves the rest paired;
+unpaired records are listed as "only in A/B". Each tensor of a pair is compared (see _metrics.py for
+the metrics and the verdict rules); a record's verdict is the worst of its outputs' (of its inputs'
+when it has no outputs: module backward records hold gradients as inputs).
+
+First divergence: the first pair in call order whose inputs all pass and whose output verdict is not
+pass: the API that turned agreeing inputs into disagreeing outputs. Leaf records (APIs, aten ops) are
+searched before modules, since a module diverges whenever anything inside it does.
+
+Ranking: module records sorted by their error (1 - cosine, or the largest statistic rel diff when
+only statistics were dumped), largest first: which layer drifts most.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ._dump_reader import Dump, load_dump
+from ._metrics import SEVERITY, Metrics, compare_entries
+
+__all__ = ["ApiComparison", "CompareResult", "TensorComparison", "compare", "parse"]
+
+
+@dataclass
+class TensorComparison:
+    io: str                      # "input" or "output"
+    label: str                   # "args[0]", "output"
+    a: dict[str, Any]
+    b: dict[str, Any]
+    metrics: Metrics
+
+
+@dataclass
+class ApiComparison:
+    name_a: Optional[str]
+    name_b: Optional[str]
+    kind: str
+    tensors: list[TensorComparison] = field(default_factory=list)
+    verdict: str = "pass"
+    rule: str = ""
+    input_verdict: str = "pass"
+    stack: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.name_a or self.name_b or ""
+
+    @property
+    def paired(self) -> bool:
+        return self.name_a is not None and self.name_b is not None
+
+    @property
+    def error(self) -> float:
+        outputs = [t.metrics for t in self.tensors if t.io == "output"] or [t.metrics for t in self.tensors]
+        return max((m.error for m in outputs), default=0.0)
+
+
+@dataclass
+class CompareResult:
+    dump_a: str
+    dump_b: str
+    apis: list[ApiComparison]
+    first_divergence: Optional[ApiComparison]
+    ranking: list[ApiComparison]
+    basis: str                                   # "data", "sample", "stats" or "mixed"
+    files: dict[str, str] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        out = {"pass": 0, "warning": 0, "error": 0, "unpaired": 0}
+        for api in self.apis:
+            out[api.verdict if api.paired else "unpaired"] += 1
+        return out
+
+    def summary(self) -> str:
+        c = self.counts()
+        lines = [f"compared {self.dump_a} (A) with {self.dump_b} (B) on {self.basis}: {c['pass']} pass, "
+                 f"{c['warning']} warning, {c['error']} error, {c['unpaired']} unpaired"]
+        fd = self.first_divergence
+        if fd is None:
+            lines.append("no API turns agreeing inputs into disagreeing outputs")
+        else:
+            lines.append(f"first divergence: {fd.name} ({fd.verdict}: {fd.rule})")
+            lines += [f"    {frame}" for frame in fd.stack]
+        if self.ranking:
+            lines.append("layers by error: " + ", ".join(f"{r.name} {r.error:.3g}" for r in self.ranking[:5]))
+        return "\n".join(lines)
+
+
+def _sequence_key(record: dict[str, Any]) -> str:
+    return f"{record.get('api')}:{record.get('direction')}"
+
+
+def _pairs(a: Dump, b: Dump) -> list[tuple[Optional[str], Optional[str]]]:
+    names_a, names_b = list(a.records), list(b.records)
+    keys_a = [_sequence_key(a.records[n]) for n in names_a]
+    keys_b = [_sequence_key(b.records[n]) for n in names_b]
+    out: list[tuple[Optional[str], Optional[str]]] = []
+    matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            out += list(zip(names_a[i1:i2], names_b[j1:j2]))
+            continue
+        out += [(n, None) for n in names_a[i1:i2]]
+        out += [(None, n) for n in names_b[j1:j2]]
+    return out
+
+
+def _worst(metrics: list[Metrics]) -> Optional[Metrics]:
+    return max(metrics, key=lambda m: SEVERITY[m.verdict], default=None)
+
+
+# APIs whose outputs are uninitialised memory: their values say nothing.
+_UNINITIALISED = re.compile(r"(^|\.)(empty|empty_like|empty_strided|new_empty|new_empty_strided)(\.|$)")
+
+
+def _compare_pair(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str]) -> ApiComparison:
+    rec_a = a.records.get(name_a, {}) if name_a else {}
+    rec_b = b.records.get(name_b, {}) if name_b else {}
+    result = ApiComparison(name_a, name_b, (rec_a or rec_b).get("kind", "api"),
+                           stack=a.stack(name_a) if name_a else b.stack(name_b or ""))
+    if not result.paired:
+        result.verdict, result.rule = "error", "only in " + ("A" if name_a else "B")
+        return result
+    for io in ("input", "output"):
+        entries_a = {e["name"]: e for e in rec_a.get(io + "s", [])}
+        for entry_b in rec_b.get(io + "s", []):
+            entry_a = entries_a.get(entry_b["name"])
+            if entry_a is None:
+                continue
+            if io == "output" and _UNINITIALISED.search(rec_b.get("api", "")):
+                metrics = Metrics("none", "pass", "uninitialised memory (empty): not compared")
+            else:
+                metrics = compare_entries(entry_a, entry_b, a.data(entry_a), b.data(entry_b))
+            result.tensors.append(TensorComparison(io, entry_b["name"], entry_a, entry_b, metrics))
+    inputs = [t.metrics for t in result.tensors if t.io == "input"]
+    outputs = [t.metrics for t in result.tensors if t.io == "output"]
+    worst_in = _worst(inputs)
+    result.input_verdict = worst_in.verdict if worst_in else "pass"
+    worst = _worst(outputs) or worst_in
+    if worst is not None:
+        result.verdict, result.rule = worst.verdict, worst.rule
+    if "error" in rec_a or "error" in rec_b:
+        result.verdict = "error"
+        result.rule = f"raised: {rec_a.get('error') or rec_b.get('error')}"
+    return result
+
+
+def _first_divergence(apis: list[ApiComparison]) -> Optional[ApiComparison]:
+    def diverges(api: ApiComparison) -> bool:
+        has_outputs = any(t.io == "output" for t in api.tensors)
+        return api.paired and has_outputs and api.input_verdict == "pass" and api.verdict != "pass"
+    leaves = [api for api in apis if api.kind != "module"]
+    return next((api for api in leaves if diverges(api)), None) or \
+        next((api for api in apis if api.kind == "module" and diverges(api)), None)
+
+
+def compare(dump_a: str, dump_b: str, out_dir: Optional[str] = None, step: Optional[int] = None) -> CompareResult:
+    """Compare run A's dump with run B's (folders from Dumper/Tracer: a root or one step folder; `step`
+    picks a step of root folders, default the first). With `out_dir`, write compare.csv, compare.html
+    and ranking.csv there."""
+    a, b = load_dump(dump_a, step), load_dump(dump_b, step)
+    apis = [_compare_pair(a, b, na, nb) for na, nb in _pairs(a, b)]
+    bases = {t.metrics.basis for api in apis for t in api.tensors if t.metrics.basis != "none"}
+    basis = bases.pop() if len(bases) == 1 else ("mixed" if bases else "none")
+    if basis == "none" and "stack" in (a.meta.get("mode"), b.meta.get("mode")):
+        basis = "names only (a stack dump)"
+    ranking = sorted((api for api in apis if api.kind == "module" and api.paired and api.tensors),
+                     key=lambda api: (-api.error, api.name))
+    result = CompareResult(a.folder, b.folder, apis, _first_divergence(apis), ranking, basis)
+    if out_dir is not None:
+        from ._report import write_reports
+
+        os.makedirs(out_dir, exist_ok=True)
+        result.files = write_reports(result, out_dir)
+    return result
+
+
+def _format_entry(entry: dict[str, Any]) -> str:
+    if entry.get("type") != "tensor":
+        value = entry.get("value", "")
+        return f"{entry['name']}: {entry.get('type')} {value!r}" if "value" in entry else \
+            f"{entry['name']}: {entry.get('type')}"
+    line = f"{entry['name']}: {entry['dtype']} {tuple(entry['shape'])} {entry.get('device', '')}"
+    if entry.get("max") is not None:
+        line += (f" max={entry['max']:.6g} min={entry['min']:.6g} mean={entry['mean']:.6g} "
+                 f"norm={entry['norm']:.6g} nan={entry['nan']} inf={entry['inf']}")
+    if entry.get("data"):
+        line += f" data={entry['data']}"
+    return line
+
+
+def parse(dump: str, api: str, step: Optional[int] = None) -> str:
+    """The stack and statistics of one record ("torch.tanh.0.forward"; "torch.tanh.0" shows both
+    directions) of a dump, as text (also printed)."""
+    d = load_dump(dump, step)
+    names = [n for n in d.records if n == api or n.rsplit(".", 1)[0] == api]
+    if not names:
+        close = difflib.get_close_matches(api, list(d.records), n=5)
+        hint = f"; close: {', '.join(close)}" if close else ""
+        raise KeyError(f"no record {api!r} in {d.folder}{hint}")
+    lines = []
+    for name in names:
+        record = d.records[name]
+        lines.append(f"{name}  ({record.get('kind')}" + (f", in {record['module']}" if record.get("module") else "")
+                     + (f", node {record['node']}" if record.get("node") else "") + ")")
+        lines.append("  stack:")
+        lines += [f"    {frame}" for frame in d.stack(name)] or ["    (none recorded)"]
+        for io in ("inputs", "outputs"):
+            lines.append(f"  {io}:")
+            lines += [f"    {_format_entry(e)}" for e in record.get(io, [])] or ["    (none)"]
+        if record.get("error"):
+            lines.append(f"  raised: {record['error']}")
+    text = "\n".join(lines)
+    print(text)
+    return text

@@ -1,0 +1,220 @@
+"""Dump every API call's inputs and outputs (statistics, optionally data) for comparing two runs.
+
+    from torch_devx.tools import Dumper, seed_all
+    seed_all(1234)
+    dumper = Dumper("dump_devx", mode="stats", level="mix", steps=[0, 1])
+    dumper.start()
+    for batch in loader:
+        loss = model(batch).sum(); loss.backward(); opt.step()
+        dumper.step()            # writes dump_devx/stepN/{dump.json, stack.json, data/}
+    dumper.stop()
+
+Levels: "api" records torch.*, F.* and Tensor method calls (a TorchFunctionMode, names as the API
+timer's); "module" records torch.nn module forwards ("Module.fc.Linear"); "mix" both; "aten" records
+every aten op (a TorchDispatchMode). With backward=True (default) the backward pass is recorded too:
+the aten ops the autograd engine runs ("Aten.mm.default.0.backward", with the autograd node's name)
+for the api, mix and aten levels, and for the module and mix levels the gradient reaching each
+module's outputs ("Module.fc.Linear.0.backward", inputs "grad_output[i]"; tensor hooks on the
+outputs, which, unlike full backward hooks, tolerate in-place ops on a module's output).
+
+Modes: "stats" (dtype, shape, max, min, mean, norm, nan and inf counts per tensor: a few hundred
+bytes per tensor), "sample" (plus the first `head`, last `tail` and every `every`-th element, saved as
+.pt), "full" (plus every tensor) and "stack" (names and Python stacks only).
+Scopes: `apis=[regex, ...]` keeps APIs whose name matches one; `range=(start, end)` keeps the records
+from `start` to `end` inclusive (record names, "torch.tanh.0" or "torch.tanh.0.forward"), again in
+each step; `steps=[...]` keeps only those steps (counted by step(); None: all).
+
+Inputs are summarised before the call (in-place ops change them). Nothing is installed before start().
+"""
+from __future__ import annotations
+
+import os
+import random
+import sys
+from typing import Any, Iterable, Optional, Sequence
+
+import torch
+import torch.nn as nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from ._common import ModeTool, api_name, user_stack
+from ._dump_writer import DumpWriter, busy, quiet
+from ._modules import ModuleTracker
+from ._summary import Sampling
+
+__all__ = ["Dumper", "LEVELS", "seed_all", "module_api", "input_pairs", "module_input_pairs", "output_pairs", "record_call", "watch_gradients"]
+
+LEVELS = ("api", "module", "mix", "aten")
+_CONTAINERS: tuple[type, ...] = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
+
+
+def seed_all(seed: int = 1234, deterministic: bool = False) -> None:
+    """Seed Python's, NumPy's (when installed) and torch's generators on every device (torch.manual_seed
+    seeds devx too); deterministic=True also asks torch for deterministic algorithms."""
+    random.seed(seed)
+    os.environ["PYTHONHASHSEED"] = str(seed)
+    try:
+        import numpy
+    except ImportError:
+        pass
+    else:
+        numpy.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+
+
+def module_api(module: nn.Module, path: str) -> str:
+    return f"Module.{path}.{type(module).__name__}" if path else f"Module.{type(module).__name__}"
+
+
+def input_pairs(args: tuple, kwargs: Optional[dict]) -> list[tuple[str, Any]]:
+    return [(f"args[{i}]", a) for i, a in enumerate(args)] + list((kwargs or {}).items())
+
+
+def module_input_pairs(module: nn.Module, args: tuple) -> list[tuple[str, Any]]:
+    """A module's positional inputs and its own parameters ("param.weight"): a layer whose inputs and
+    weights agree but whose output does not is the layer at fault."""
+    return input_pairs(args, None) + [(f"param.{n}", p) for n, p in module.named_parameters(recurse=False)]
+
+
+def output_pairs(out: Any, label: str = "output") -> list[tuple[str, Any]]:
+    return [(label, out)]
+
+
+def record_call(writer: DumpWriter, func: Any, args: tuple, kwargs: dict, module_path: str,
+                patterns: Optional[Sequence[Any]] = None) -> Any:
+    """Call an API seen by a TorchFunctionMode, recording it when the writer (and `patterns`, compiled
+    regexes on the API name, when given) want it."""
+    api = api_name(func)
+    if api is None or not writer.wants(api) or (patterns is not None and not any(p.search(api) for p in patterns)):
+        return func(*args, **kwargs)
+    name = writer.begin(api, "forward", "api", input_pairs(args, kwargs), user_stack(sys._getframe(2)),
+                        module=module_path)
+    if name is None:
+        return func(*args, **kwargs)
+    try:
+        out = func(*args, **kwargs)
+    except Exception as e:
+        writer.fail(name, e)
+        raise
+    writer.end(name, output_pairs(out))
+    return out
+
+
+class _AtenRecorder(TorchDispatchMode):
+    """Records aten ops: those of the backward pass, and with `forward` also those of the forward."""
+
+    def __init__(self, writer: DumpWriter, forward: bool, backward: bool) -> None:
+        super().__init__()
+        self.writer, self.forward, self.backward = writer, forward, backward
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        node = torch._C._current_autograd_node()
+        wanted = self.backward if node is not None else self.forward
+        if not wanted or busy() or not self.writer.selected:
+            return func(*args, **kwargs)
+        direction = "forward" if node is None else "backward"
+        node_name = node.name().rsplit("::", 1)[-1] if node is not None else None
+        name = self.writer.begin(f"Aten.{func._schema.name.split('::')[-1]}.{func._overloadname}", direction,
+                                 "aten", input_pairs(args, kwargs), user_stack(sys._getframe(1)), node=node_name)
+        if name is None:
+            return func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except Exception as e:
+            self.writer.fail(name, e)
+            raise
+        self.writer.end(name, output_pairs(out))
+        return out
+
+
+class Dumper(ModeTool):
+    def __init__(self, out_dir: str, mode: str = "stats", level: str = "api", backward: bool = True,
+                 apis: Optional[Sequence[str]] = None, range: Optional[tuple[str, str]] = None,
+                 steps: Optional[Iterable[int]] = None, sampling: Sampling = Sampling()) -> None:
+        super().__init__()
+        if level not in LEVELS:
+            raise ValueError(f"dump level {level!r} is not one of {', '.join(LEVELS)}")
+        self.level = level
+        self.backward = backward
+        self.writer = DumpWriter(out_dir, mode, apis, range, steps, sampling,
+                                 meta={"level": level, "backward": backward})
+        self._record_apis = level in ("api", "mix")
+        self._record_modules = level in ("module", "mix")
+        self._tracker = ModuleTracker(self._enter_module, self._exit_module)
+        self._module_records: list[Optional[str]] = []
+        self._aten: Optional[_AtenRecorder] = None
+
+    @property
+    def out_dir(self) -> str:
+        return self.writer.out_dir
+
+    def _on_start(self) -> None:
+        self._tracker.start()
+        self._module_records.clear()
+        if self.level == "aten" or (self.backward and self._record_apis):
+            self._aten = _AtenRecorder(self.writer, forward=self.level == "aten", backward=self.backward)
+            self._aten.__enter__()
+
+    def _on_stop(self) -> None:
+        if self._aten is not None:
+            self._aten.__exit__(None, None, None)
+            self._aten = None
+        self._tracker.stop()
+        self.writer.flush()
+
+    def step(self) -> None:
+        """End the current step: write its folder, count the next one."""
+        self.writer.next_step()
+
+    # -- API calls --------------------------------------------------------------------------------
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        if not self._record_apis or busy():
+            return func(*args, **kwargs)
+        return record_call(self.writer, func, args, kwargs, self._tracker.path)
+
+    # -- modules ----------------------------------------------------------------------------------
+    def _enter_module(self, module: nn.Module, path: str, args: Any, _: Any) -> None:
+        name = None
+        if self._record_modules and not isinstance(module, _CONTAINERS) and not busy():
+            name = self.writer.begin(module_api(module, path), "forward", "module", module_input_pairs(module, args),
+                                     user_stack(sys._getframe(2)))
+        self._module_records.append(name)
+
+    def _exit_module(self, module: nn.Module, path: str, args: Any, output: Any) -> None:
+        if not self._module_records:
+            return
+        name = self._module_records.pop()
+        if name is None:
+            return
+        self.writer.end(name, output_pairs(output))
+        if self.backward and torch.is_grad_enabled():
+            record = name.rsplit(".", 2)
+            watch_gradients(self.writer, record[0], int(record[1]), output, self.writer.step)
+
+
+def watch_gradients(writer: DumpWriter, api: str, index: int, output: Any, step: int) -> None:
+    """Record the gradients reaching `output`'s tensors as "API.INDEX.backward" inputs "grad_output[i]"."""
+    tensors = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not tensors:
+        return
+    name = f"{api}.{index}.backward"
+    stack = [f"(backward of {api}.{index}.forward)"]
+
+    def make_hook(i: int):
+        def hook(grad: torch.Tensor) -> None:
+            if writer.step != step or not writer.wants(api):
+                return
+            if not writer.has(name):
+                writer.begin(api, "backward", "module", [], stack, index=index)
+            writer.add(name, "input", [(f"grad_output[{i}]", grad)])
+        return hook
+
+    with quiet():
+        for i, t in enumerate(tensors):
+            t.register_hook(make_hook(i))
