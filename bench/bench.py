@@ -88,7 +88,7 @@ class Net(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
-def step_maker(device: str) -> Callable[[], object]:
+def step_maker(device: str, autocast: bool = False) -> Callable[[], object]:
     torch.manual_seed(0)
     model = Net().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -97,10 +97,16 @@ def step_maker(device: str) -> Callable[[], object]:
 
     def step() -> None:
         opt.zero_grad()
-        F.cross_entropy(model(x), y).backward()
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
         opt.step()
 
     return step
+
+
+def autocast_step_maker(device: str) -> Callable[[], object]:
+    return step_maker(device, autocast=True)
 
 
 def main() -> None:
@@ -121,6 +127,9 @@ def main() -> None:
     r, c, d = ratio(step_maker, repeats, min_time * 2)
     results["model/train_step"] = {"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}
     print(f"  model train step  cpu {c * 1e3:7.2f} ms  devx {d * 1e3:7.2f} ms  ratio {r:5.2f}")
+    r, c, d = ratio(autocast_step_maker, repeats, min_time * 2)
+    results["model/autocast_bf16_train_step"] = {"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}
+    print(f"  bf16 autocast step cpu {c * 1e3:7.2f} ms  devx {d * 1e3:7.2f} ms  ratio {r:5.2f}")
 
     # Runtime figures: the cost of one cached allocate/free pair (C++, no Python in the loop) and
     # how much memory a train step reserves beyond what it uses at its peak.
@@ -177,6 +186,7 @@ def main() -> None:
         "small_ops_median_ratio": statistics.median(v["ratio"] for k, v in results.items() if k.startswith("small/")),
         "large_ops_median_ratio": statistics.median(v["ratio"] for k, v in results.items() if k.startswith("large/")),
         "train_step_ratio": results["model/train_step"]["ratio"],
+        "autocast_train_step_ratio": results["model/autocast_bf16_train_step"]["ratio"],
         "alloc_free_pair_ns": alloc_ns,
         "peak_reserved_over_allocated": peak_ratio,
         "profiled_step_ratio": profiler_ratio,

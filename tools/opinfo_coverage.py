@@ -463,16 +463,16 @@ def _check_sample(op: Any, sample: Any, placed: Any, tag: str, dtype: torch.dtyp
         res.errors.append(f"{tag} backward mismatch (grad {i}): {_err(e)}")
 
 
-def check_op(op: Any, limit_samples: int = 3, seed: int = 0) -> OpResult:
-    """Runs the op's first `limit_samples` float32 (forward + backward) and int64 (forward)
-    samples on the CPU and devx and compares them. Call under devx_checks()."""
+def check_op(op: Any, limit_samples: int = 3, seed: int = 0, dtypes: tuple[torch.dtype, ...] = DTYPES) -> OpResult:
+    """Runs the op's first `limit_samples` samples of each of `dtypes` (floating dtypes forward
+    and backward, others forward) on the CPU and devx and compares them. Call under devx_checks()."""
     with warnings.catch_warnings():
         # Deprecation notices of the ops themselves (torch.lu, torch.qr, ...) are no finding.
         warnings.simplefilter("ignore")
-        return _check_op(op, limit_samples, seed)
+        return _check_op(op, limit_samples, seed, dtypes)
 
 
-def _check_op(op: Any, limit_samples: int, seed: int) -> OpResult:
+def _check_op(op: Any, limit_samples: int, seed: int, dtypes: tuple[torch.dtype, ...]) -> OpResult:
     res = OpResult(full_name(op))
     t0 = time.perf_counter()
     window = _FallbackWindow()
@@ -480,10 +480,10 @@ def _check_op(op: Any, limit_samples: int, seed: int) -> OpResult:
                      or getattr(op, "nondeterministic_seeded", False))
     if meta_only:
         res.notes.append("random or undefined values: shapes and dtypes compared")
-    for dtype in DTYPES:
+    for dtype in dtypes:
         if not op.supports_dtype(dtype, "cpu"):
             continue
-        backward = (dtype == torch.float32 and op.supports_autograd
+        backward = (dtype.is_floating_point and op.supports_autograd
                     and dtype in op.supported_backward_dtypes("cpu"))
         tol = tolerance(op, dtype)
         try:
