@@ -155,6 +155,16 @@ def main() -> None:
             return lambda: a + a
         return make
 
+    # The generated wrapper as built against the same wrapper generated without the diagnostics
+    # gate (both in this build; C++ loop, no dispatcher, no Python), on small tensors.
+    a = torch.randn(16, device="devx")
+    compiled = {op: torch_devx._C._time_wrapper_pair_ns(op, a, a, 20000, 3 if args.quick else 9)
+                for op in ("add.Tensor", "sub.Tensor")}
+    for op, (with_gate, without) in compiled.items():
+        results[f"diagnostics/wrapper_{op}_over_compiled_out"] = {"value": with_gate / without}
+        print(f"  {op} wrapper: diagnostics off {with_gate:.0f} ns, compiled out {without:.0f} ns, "
+              f"ratio {with_gate / without:.3f}")
+
     off = ratio(small_add(False), repeats, min_time)[2]
     opened = ratio(small_add(True), repeats, min_time)[2]
     os.environ["DIPU_FORCE_FALLBACK_OPS_LIST"] = ""
@@ -190,6 +200,7 @@ def main() -> None:
         "alloc_free_pair_ns": alloc_ns,
         "peak_reserved_over_allocated": peak_ratio,
         "profiled_step_ratio": profiler_ratio,
+        "diagnostics_off_over_compiled_out": statistics.mean(w / wo for w, wo in compiled.values()),
     }
     print("summary: " + ", ".join(f"{k} {v:.2f}" for k, v in summary.items()))
     if args.json:

@@ -1,5 +1,7 @@
 #include "aten/op_registry.h"
 
+#include <map>
+
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -93,6 +95,25 @@ int op_index(const c10::OperatorName& name) {
 const c10::BoxedKernel& fallback_kernel() {
   static const c10::BoxedKernel kernel = c10::BoxedKernel::makeFromFunction<&cpu_fallback>();
   return kernel;
+}
+
+namespace {
+
+std::map<std::string, WrapperPair>& bench_table() {
+  static std::map<std::string, WrapperPair> table;
+  return table;
+}
+
+}  // namespace
+
+void register_bench_wrappers(const char* op, WrapperPair pair) {
+  bench_table()[op] = pair;
+}
+
+WrapperPair bench_wrappers(const std::string& op) {
+  auto it = bench_table().find(op);
+  TORCH_CHECK_VALUE(it != bench_table().end(), "devx: no benchmark wrapper pair for '", op, "'");
+  return it->second;
 }
 
 }  // namespace devx

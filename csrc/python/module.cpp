@@ -219,6 +219,26 @@ PYBIND11_MODULE(_C, m) {
     devx::log::write(module_or_throw(module), static_cast<devx::log::Level>(level), message);
   });
   m.def("_coverage", &coverage);
+  m.def("_time_wrapper_pair_ns", [](const std::string& op, const at::Tensor& a, const at::Tensor& b,
+                                    int iterations, int rounds) {
+    // Benchmark hook: one call of a generated wrapper, with the diagnostics gate and with it
+    // compiled out, alternating rounds so that both see the same machine; minimum per-call ns.
+    py::gil_scoped_release no_gil;
+    const devx::WrapperPair pair = devx::bench_wrappers(op);
+    const c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+    const c10::Scalar alpha(1);
+    auto time = [&](devx::BinaryWrapper fn) {
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < iterations; ++i) fn(ks, a, b, alpha);
+      return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / iterations;
+    };
+    double with = 1e300, without = 1e300;
+    for (int r = 0; r < rounds; ++r) {
+      with = std::min(with, time(pair.with_diagnostics));
+      without = std::min(without, time(pair.without_diagnostics));
+    }
+    return std::make_pair(with, without);
+  });
   m.def("_time_alloc_free_ns", [](int device, size_t nbytes, int iterations) {
     // Benchmark hook: the cost of one cached allocate/free pair, without Python in the loop.
     py::gil_scoped_release no_gil;
