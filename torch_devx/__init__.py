@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 
 import torch
 
@@ -21,6 +22,7 @@ torch.utils.rename_privateuse1_backend("devx")
 from . import _environ, device_module  # noqa: E402  (needs the renamed backend)
 
 torch._register_device_module("devx", device_module)
+sys.modules["torch.devx.memory"] = device_module.memory
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
@@ -33,6 +35,7 @@ _autograd_exit.install()
 # Bad values fail here, at import, rather than being ignored.
 _environ.flag("DIPU_MEM_CHECK", default=False)
 _environ.flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False)
+_environ.flag("DEVX_SIM_SANITIZE", default=False)
 atexit.register(diagnostics._report_leaks_at_exit)
 atexit.register(diagnostics._report_syncs_at_exit)
 

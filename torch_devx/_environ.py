@@ -22,6 +22,7 @@ _VALIDATORS = {
     "DEVX_TRACE_RUNTIME": _C._trace_reload,
     "DIPU_MEM_CHECK": lambda: flag("DIPU_MEM_CHECK", default=False),
     "DIPU_MEM_CHECK_ENABLE_BACKTRACE": lambda: flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False),
+    "DEVX_SIM_SANITIZE": lambda: flag("DEVX_SIM_SANITIZE", default=False),
 }
 
 

@@ -33,6 +33,8 @@ _CUDA_FUNCS = (
     "set_device", "set_rng_state", "set_rng_state_all", "synchronize",
     "Stream", "Event", "StreamContext", "current_stream", "default_stream", "set_stream", "stream",
 )
+# torch.cuda.memory's history and snapshot functions (memory_snapshot is torch.cuda's too).
+_CUDA_MEMORY_FUNCS = ("_record_memory_history", "_snapshot", "_dump_snapshot", "memory_snapshot")
 
 _saved: list[tuple[Any, str, Any]] = []
 _INHERITED = object()  # marks an attribute the owner did not define itself
@@ -194,6 +196,9 @@ def enable() -> None:
     _patch(torch.nn.Module, "to", _to)
     for name in _CUDA_FUNCS:
         _patch(torch.cuda, name, lambda original, name=name: getattr(device_module, name))
+    for name in _CUDA_MEMORY_FUNCS:
+        _patch(torch.cuda.memory, name, lambda original, name=name: getattr(device_module.memory, name))
+    _patch(torch.cuda, "memory_snapshot", lambda original: device_module.memory.memory_snapshot)
 
 
 def disable() -> None:

@@ -248,3 +248,6 @@ def __getattr__(name: str) -> Any:
     if name in _inductor_backend._CODEGEN_NAMES:
         return _inductor_backend.codegen_class(name)
     raise AttributeError(f"module 'torch.devx' has no attribute {name!r}")
+
+
+from . import memory  # noqa: E402,F401  (torch.devx.memory; it reads the functions above)

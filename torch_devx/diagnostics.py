@@ -93,6 +93,19 @@ def _report_leaks_at_exit() -> None:
         print(mem_check_report(), file=sys.stderr)
 
 
+def set_sanitize(on: bool) -> None:
+    """The memory sanitizer, as DEVX_SIM_SANITIZE: guard zones around every allocation made from
+    now on (the caching allocator steps aside), poisoned and quarantined frees, bounds checks on
+    copies and guard checks after each op. Reports are RuntimeErrors naming the allocation."""
+    os.environ["DEVX_SIM_SANITIZE"] = "1" if on else "0"
+
+
+def sanitize_check() -> None:
+    """Check every guarded allocation's guard zones and every freed one's poison now (as
+    synchronize does under DEVX_SIM_SANITIZE); raise RuntimeError naming what was damaged."""
+    _C._sanitize_check()
+
+
 def sync_summary() -> str:
     """Where the host waited for the device while DEVX_TRACE_RUNTIME had sync=1: per Python
     source line, the number of waits (.item(), .cpu(), synchronize, copies to the host) and

@@ -18,6 +18,7 @@
 #include "runtime/vendor.h"
 #include "runtime/env.h"
 #include "runtime/python_hooks.h"
+#include "runtime/sanitizer.h"
 
 namespace devx::diag {
 
@@ -28,7 +29,7 @@ namespace {
 constexpr uint32_t kStale = 1u << 0;
 constexpr uint32_t kOn = 1u << 1;
 
-enum Flag : uint8_t { kForce = 1, kCompare = 2, kOverride = 4, kHook = 8 };
+enum Flag : uint8_t { kForce = 1, kCompare = 2, kOverride = 4, kHook = 8, kSanitize = 16 };
 
 struct Settings {
   std::vector<std::string> force_patterns;
@@ -37,6 +38,7 @@ struct Settings {
   bool compare_all = false;
   std::vector<std::regex> compare;
   bool compare_raise = false;
+  bool sanitize = false;  // DEVX_SIM_SANITIZE: check the guard zones of each op's tensors
 };
 
 std::mutex g_mutex;
@@ -97,6 +99,7 @@ uint8_t flags_of(const Settings& s, const std::string& overload) {
   if (s.compare_all || matches(s.compare, overload)) f |= kCompare;
   if (g_overrides.count(overload)) f |= kOverride;
   if (g_op_hook && matches(g_hook_patterns, overload)) f |= kHook;
+  if (s.sanitize) f |= kSanitize;
   return f;
 }
 
@@ -115,6 +118,7 @@ void refresh_locked() {
   s.compare = compile_all("DIPU_AUTOCOMPARE_OPS_LIST",
                           split_patterns(env::get_string("DIPU_AUTOCOMPARE_OPS_LIST", "")));
   s.compare_raise = env::get_bool("DIPU_AUTOCOMPARE_RAISE", false);
+  s.sanitize = env::get_bool("DEVX_SIM_SANITIZE", false);
   bool any = s.dump_level > 0 || !g_overrides.empty() || g_op_hook != nullptr || profiler::recording();
   for (int i = 0; i < gen::kNumOps; ++i) {
     uint8_t f = flags_of(s, op_overload_name(i));
@@ -144,6 +148,28 @@ uint8_t flags_for(const c10::OperatorHandle& op) {
     it = g_flag_cache.emplace(op.operator_name(), flags_of(g_settings, overload_name(op.operator_name()))).first;
   }
   return it->second;
+}
+
+// The data of every devx tensor among `values` (tensors, lists, optional tensors).
+template <typename It>
+void collect_storages(It begin, It end, std::vector<const void*>* out) {
+  auto add = [&](const at::Tensor& t) {
+    if (t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && t.has_storage() && t.storage().data()) {
+      out->push_back(t.storage().data());
+    }
+  };
+  for (It it = begin; it != end; ++it) {
+    const c10::IValue& v = *it;
+    if (v.isTensor()) {
+      add(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) add(t);
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) add(e.toTensor());
+      }
+    }
+  }
 }
 
 void slow_path_fn(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
@@ -197,7 +223,7 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
   const char* kernel = (flags & kForce) ? "cpu fallback (forced)" : (flags & kOverride) ? "python override" : "devx";
   if (dump_level > 0) dump_args(op, *stack, dump_level, kernel);
   std::vector<c10::IValue> hooked_args;
-  if (flags & kHook) {
+  if (flags & (kHook | kSanitize)) {
     const size_t nargs = op.schema().arguments().size();
     hooked_args.assign(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
   }
@@ -242,6 +268,13 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
     const size_t nret = op.schema().returns().size();
     std::vector<c10::IValue> results(stack->end() - static_cast<std::ptrdiff_t>(nret), stack->end());
     if (hook) hook(name, hooked_args, results);
+  }
+  if (flags & kSanitize) {
+    const size_t nret = op.schema().returns().size();
+    std::vector<const void*> ptrs;
+    collect_storages(hooked_args.begin(), hooked_args.end(), &ptrs);
+    collect_storages(stack->end() - static_cast<std::ptrdiff_t>(nret), stack->end(), &ptrs);
+    sanitizer::check_pointers(ptrs, "after op " + name);
   }
 }
 

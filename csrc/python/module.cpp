@@ -15,6 +15,7 @@
 #include "aten/cpu_fallback.h"
 #include "aten/diagnostics.h"
 #include "aten/op_registry.h"
+#include "python/memory_bindings.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/env.h"
@@ -24,6 +25,7 @@
 #include "runtime/mem_check.h"
 #include "runtime/python_hooks.h"
 #include "runtime/stream.h"
+#include "runtime/sanitizer.h"
 #include "runtime/trace.h"
 #include "runtime/vendor.h"
 
@@ -183,6 +185,7 @@ void translate_errors() {
 
 PYBIND11_MODULE(_C, m) {
   translate_errors();
+  devx::bind_memory(m);
   m.def("_init", &init, "Load the vendor library from the given directory and set up the op table");
   m.def("_vendor_name", [] { return std::string(devx::vendor().name); });
   m.def("_compute_device_type", [] { return devx::vendor().compute_device_type; });
@@ -257,6 +260,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_sync_summary", &devx::trace::sync_summary);
   m.def("_reset_sync_summary", &devx::trace::reset_sync_summary);
   m.def("_mem_check_live", &devx::memcheck::live_count);
+  m.def("_sanitize_check", [] { devx::sanitizer::check_all("at sanitize_check()"); });
+  m.def("_sanitizer_counts", &devx::sanitizer::counts);
   m.def("_reset_autocompare_stats", &devx::diag::reset_autocompare_stats);
   m.def("_set_op_hook", [](py::object fn, std::vector<std::string> patterns) {
     if (fn.is_none()) {

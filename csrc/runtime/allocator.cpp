@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <c10/util/flat_hash_map.h>
@@ -10,6 +11,8 @@
 #include "runtime/device.h"
 #include "runtime/exception.h"
 #include "runtime/mem_check.h"
+#include "runtime/memory_history.h"
+#include "runtime/sanitizer.h"
 #include "runtime/vendor.h"
 
 namespace devx {
@@ -60,12 +63,22 @@ void report_to_profiler(void* ptr, int64_t delta, DeviceBlocks& blocks, c10::Dev
 
 void free_allocation(void* ptr) {
   if (C10_UNLIKELY(memcheck::g_enabled.load(std::memory_order_relaxed))) memcheck::on_free(ptr);
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::optional<history::CallScope> history_scope;
+  if (C10_UNLIKELY(history::recording())) history_scope.emplace(/*is_free=*/true);
+  std::unique_lock<std::mutex> lock(g_mutex);
   auto it = g_live.find(ptr);
   TORCH_INTERNAL_ASSERT(it != g_live.end(), "devx: freeing ", ptr, ", which is not a live devx allocation");
   auto [device, block] = it->second;
   g_live.erase(it);
+  if (C10_UNLIKELY(block == nullptr)) {
+    lock.unlock();
+    sanitizer::release(ptr);
+    return;
+  }
   DeviceBlocks& blocks = *all_devices()[device];
+  if (C10_UNLIKELY(history::recording())) {
+    history::record(device, history::Action::kFreeRequested, ptr, block->requested, blocks.totals());
+  }
   const size_t size = block->size;
   blocks.free(block);
   report_to_profiler(ptr, -static_cast<int64_t>(size), blocks, device);
@@ -94,10 +107,33 @@ std::string format_bytes(size_t n) {
   return buf;
 }
 
+// DEVX_SIM_SANITIZE: the cache steps aside, so that every allocation has its own guard zones.
+// Its live map entry has no block.
+c10::DataPtr allocate_guarded(c10::DeviceIndex device, size_t nbytes, c10::Device reported) {
+  check_device_index(device);
+  void* ptr = sanitizer::allocate(device, nbytes);
+  if (!ptr) {
+    size_t free_b = 0, total_b = 0;
+    g_vendor->mem_get_info(device, &free_b, &total_b);
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "devx out of memory on device ", static_cast<int>(device),
+                     ": tried to allocate ", format_bytes(nbytes), " (DEVX_SIM_SANITIZE: uncached, with guard zones); ",
+                     format_bytes(free_b), " of ", format_bytes(total_b), " free. (", g_vendor->last_error(), ")");
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_live.emplace(ptr, std::make_pair(device, nullptr));
+  }
+  if (C10_UNLIKELY(memcheck::g_enabled.load(std::memory_order_relaxed))) memcheck::on_alloc(ptr, nbytes, device);
+  return {ptr, ptr, &free_allocation, reported};
+}
+
 }  // namespace
 
 c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, c10::Device reported) {
+  if (C10_UNLIKELY(sanitizer::enabled())) return allocate_guarded(device, nbytes, reported);
   DeviceBlocks& blocks = blocks_of(device);
+  std::optional<history::CallScope> history_scope;
+  if (C10_UNLIKELY(history::recording())) history_scope.emplace(/*is_free=*/false);
   std::unique_lock<std::mutex> lock(g_mutex);
   Block* block = blocks.allocate(round_size(nbytes), nbytes);
   if (C10_UNLIKELY(!block)) {
@@ -105,9 +141,13 @@ c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, 
     st.num_ooms++;
     size_t allocated = st.allocated_bytes[0].current;
     size_t reserved = st.reserved_bytes[0].current;
+    const history::Totals totals = blocks.totals();
     lock.unlock();
     size_t free_b = 0, total_b = 0;
     g_vendor->mem_get_info(device, &free_b, &total_b);
+    if (C10_UNLIKELY(history::recording())) {
+      history::record(device, history::Action::kOom, nullptr, nbytes, totals, free_b);
+    }
     TORCH_CHECK_WITH(OutOfMemoryError, false, "devx out of memory on device ", static_cast<int>(device),
                      ": tried to allocate ", format_bytes(nbytes), "; ", format_bytes(allocated),
                      " allocated by PyTorch, ", format_bytes(reserved), " reserved, ", format_bytes(total_b),
@@ -130,6 +170,7 @@ c10::DeleterFnPtr DevxAllocator::raw_deleter() const {
 }
 
 void DevxAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  if (C10_UNLIKELY(sanitizer::enabled())) sanitizer::check_copy(dest, src, count, DEVX_MEMCPY_D2D);
   DEVX_VENDOR_CHECK(g_vendor->memcpy_sync(dest, src, count, DEVX_MEMCPY_D2D));
 }
 
@@ -139,6 +180,8 @@ bool DevxAllocator::initialized() {
 
 void DevxAllocator::emptyCache(c10::MempoolId_t) {
   if (!vendor_loaded()) return;
+  std::optional<history::CallScope> history_scope;
+  if (C10_UNLIKELY(history::recording())) history_scope.emplace(/*is_free=*/false);
   std::lock_guard<std::mutex> lock(g_mutex);
   for (auto& blocks : all_devices()) blocks->release_free_segments();
 }
@@ -221,6 +264,32 @@ bool free_if_devx_allocation(void* ptr) {
 
 void check_allocator_settings() {
   settings();
+}
+
+std::vector<SegmentView> allocator_segments() {
+  if (!vendor_loaded()) return {};
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<std::vector<const Block*>> allocated(all_devices().size());
+  for (const auto& [ptr, entry] : g_live) {
+    if (entry.second) allocated[entry.first].push_back(entry.second);  // guarded ones are not cached
+  }
+  std::vector<SegmentView> out;
+  for (size_t d = 0; d < all_devices().size(); ++d) {
+    const DeviceBlocks& blocks = *all_devices()[d];
+    const std::vector<const Block*> heads = blocks.segment_heads(allocated[d]);
+    for (const Block* head : heads) {
+      SegmentView seg{static_cast<c10::DeviceIndex>(d), head->ptr, 0, head->small, {}};
+      for (const Block* b = head; b; b = b->next) {
+        seg.blocks.push_back({b->ptr, b->size, b->allocated ? b->requested : 0, b->allocated});
+        seg.size += b->size;
+      }
+      out.push_back(std::move(seg));
+    }
+    if (C10_UNLIKELY(history::recording()) && !heads.empty()) {
+      history::record(static_cast<int>(d), history::Action::kSnapshot, nullptr, 0, blocks.totals());
+    }
+  }
+  return out;
 }
 
 namespace {

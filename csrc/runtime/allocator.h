@@ -6,6 +6,8 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
 
+#include <vector>
+
 namespace devx {
 
 class DevxAllocator final : public c10::DeviceAllocator {
@@ -41,5 +43,22 @@ void check_allocator_settings();
 
 // Frees `ptr` if the devx allocator owns it; false (and nothing done) otherwise.
 bool free_if_devx_allocation(void* ptr);
+
+// A read-only picture of the cache, for memory snapshots.
+struct BlockView {
+  const void* ptr;
+  size_t size;
+  size_t requested;
+  bool allocated;
+};
+struct SegmentView {
+  c10::DeviceIndex device;
+  const void* ptr;
+  size_t size;
+  bool small;  // the small pool (blocks up to 1 MiB)
+  std::vector<BlockView> blocks;  // by address, covering the segment
+};
+// Every device's segments, by device then address. Marks the moment in the memory history.
+std::vector<SegmentView> allocator_segments();
 
 }  // namespace devx

@@ -1,5 +1,7 @@
 #include "runtime/block_pool.h"
 
+#include <algorithm>
+
 #include "runtime/env.h"
 #include "runtime/exception.h"
 #include "runtime/vendor.h"
@@ -71,6 +73,8 @@ Block* DeviceBlocks::allocate(size_t size, size_t requested) {
     stats_.requested_bytes[i].increase(requested);
   });
   if (block->size >= settings_->max_split_size) stats_.oversize_allocations.increase(1);
+  // As CUDA's allocator, actions on blocks carry the size asked for (the snapshot's blocks have both).
+  record(history::Action::kAlloc, block->ptr, requested);
   return block;
 }
 
@@ -101,7 +105,9 @@ Block* DeviceBlocks::new_segment(size_t size, bool small) {
   });
   stats_.num_device_alloc++;
   if (segment >= settings_->max_split_size) stats_.oversize_segments.increase(1);
-  return new Block{ptr, segment, 0, false, small};
+  auto* block = new Block{ptr, segment, 0, false, small};
+  record(history::Action::kSegmentAlloc, ptr, segment);
+  return block;
 }
 
 void DeviceBlocks::split(Block* block, size_t size) {
@@ -116,6 +122,8 @@ void DeviceBlocks::split(Block* block, size_t size) {
 }
 
 void DeviceBlocks::free(Block* block) {
+  void* const freed_ptr = block->ptr;
+  const size_t freed_size = block->requested;
   block->allocated = false;
   for_pool(block->small, [&](size_t i) {
     stats_.allocation[i].decrease(1);
@@ -142,6 +150,7 @@ void DeviceBlocks::free(Block* block) {
     delete next;
   }
   p.insert(block);
+  record(history::Action::kFreeCompleted, freed_ptr, freed_size);
 }
 
 void DeviceBlocks::release_free_segments() {
@@ -161,6 +170,7 @@ void DeviceBlocks::release_free_segments() {
       stats_.num_device_free++;
       if (b->size >= settings_->max_split_size) stats_.oversize_segments.decrease(1);
       it = p->erase(it);
+      record(history::Action::kSegmentFree, b->ptr, b->size);
       delete b;
     }
   }
@@ -177,6 +187,33 @@ std::pair<int64_t, int64_t> DeviceBlocks::inactive_split() const {
     }
   }
   return {count, bytes};
+}
+
+history::Totals DeviceBlocks::totals() const {
+  history::Totals t;
+  const auto agg = static_cast<size_t>(StatType::AGGREGATE);
+  t.allocated = stats_.allocated_bytes[agg].current;
+  t.peak_allocated = stats_.allocated_bytes[agg].peak;
+  t.reserved = stats_.reserved_bytes[agg].current;
+  // Each pool is ordered by size: its last block is its largest.
+  for (const Pool* p : {&small_, &large_}) {
+    if (!p->empty()) t.largest_free = std::max<int64_t>(t.largest_free, static_cast<int64_t>((*p->rbegin())->size));
+  }
+  return t;
+}
+
+std::vector<const Block*> DeviceBlocks::segment_heads(const std::vector<const Block*>& allocated) const {
+  std::vector<const Block*> heads;
+  for (const Pool* p : {&small_, &large_}) {
+    for (const Block* b : *p) {
+      if (!b->prev) heads.push_back(b);
+    }
+  }
+  for (const Block* b : allocated) {
+    if (!b->prev) heads.push_back(b);
+  }
+  std::sort(heads.begin(), heads.end(), [](const Block* a, const Block* b) { return a->ptr < b->ptr; });
+  return heads;
 }
 
 }  // namespace devx

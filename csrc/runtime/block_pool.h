@@ -10,6 +10,9 @@
 
 #include <cstddef>
 #include <set>
+#include <vector>
+
+#include "runtime/memory_history.h"
 
 namespace devx {
 
@@ -46,6 +49,11 @@ class DeviceBlocks {
   c10::CachingDeviceAllocator::DeviceStats& stats() { return stats_; }
   // Current count and bytes of free blocks that are pieces of a split segment.
   std::pair<int64_t, int64_t> inactive_split() const;
+  // Allocated and reserved bytes now, and the largest cached free block.
+  history::Totals totals() const;
+  // The first block of every segment, by address, given the blocks that are allocated now (the
+  // pools hold only the free ones).
+  std::vector<const Block*> segment_heads(const std::vector<const Block*>& allocated) const;
 
  private:
   struct BySize {
@@ -59,6 +67,9 @@ class DeviceBlocks {
   Block* take_free(size_t size, bool small);
   Block* new_segment(size_t size, bool small);
   void split(Block* block, size_t size);
+  void record(history::Action action, const void* ptr, size_t size) {
+    if (C10_UNLIKELY(history::recording())) history::record(device_, action, ptr, size, totals());
+  }
 
   int device_;
   const AllocatorSettings* settings_;

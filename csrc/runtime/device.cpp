@@ -1,6 +1,7 @@
 #include "runtime/device.h"
 
 #include "runtime/exception.h"
+#include "runtime/sanitizer.h"
 #include "runtime/vendor.h"
 
 namespace devx {
@@ -45,6 +46,7 @@ void set_device(c10::DeviceIndex index) {
 void synchronize_device(c10::DeviceIndex index) {
   check_device_index(index);
   DEVX_VENDOR_CHECK(g_vendor->device_synchronize(index));
+  if (C10_UNLIKELY(sanitizer::enabled())) sanitizer::check_all("at synchronize");
 }
 
 }  // namespace devx

@@ -2,6 +2,7 @@
 
 #include "profiler/device_activity.h"
 #include "runtime/exception.h"
+#include "runtime/sanitizer.h"
 #include "runtime/vendor.h"
 
 namespace devx {
@@ -24,6 +25,7 @@ const char* copy_name(DevxMemcpyKind kind) {
 
 void memcpy_on_stream(void* dst, const void* src, size_t n, DevxMemcpyKind kind, const DevxStream& stream) {
   if (n == 0) return;
+  if (C10_UNLIKELY(sanitizer::enabled())) sanitizer::check_copy(dst, src, n, kind);
   if (C10_UNLIKELY(profiler::recording())) {
     profiler::DeviceSpan span(profiler::ActivityKind::kMemcpy, copy_name(kind), stream, n);
     DEVX_VENDOR_CHECK(g_vendor->memcpy_async(dst, src, n, kind, stream.handle()));

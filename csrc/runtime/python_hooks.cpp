@@ -8,6 +8,7 @@ namespace {
 std::mutex g_mutex;
 std::function<std::string()> g_line;
 std::function<std::string()> g_stack;
+std::function<std::vector<PythonFrame>()> g_frames;
 }  // namespace
 
 void set_python_hooks(std::function<std::string()> line, std::function<std::string()> stack) {
@@ -32,6 +33,20 @@ std::string python_stack() {
     f = g_stack;
   }
   return f ? f() : std::string();
+}
+
+void set_python_frames_hook(std::function<std::vector<PythonFrame>()> frames) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_frames = std::move(frames);
+}
+
+std::vector<PythonFrame> python_frames() {
+  std::function<std::vector<PythonFrame>()> f;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    f = g_frames;
+  }
+  return f ? f() : std::vector<PythonFrame>();
 }
 
 }  // namespace devx

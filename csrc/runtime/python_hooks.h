@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace devx {
 
@@ -12,5 +13,14 @@ void set_python_hooks(std::function<std::string()> line, std::function<std::stri
 std::string python_line();
 // The whole Python stack, formatted; "" without Python.
 std::string python_stack();
+
+struct PythonFrame {
+  std::string filename;
+  int line;
+  std::string name;  // the function
+};
+// The Python stack as frames, innermost first (PyTorch's snapshot order); empty without Python.
+void set_python_frames_hook(std::function<std::vector<PythonFrame>()> frames);
+std::vector<PythonFrame> python_frames();
 
 }  // namespace devx
