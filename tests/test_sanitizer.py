@@ -43,7 +43,7 @@ def test_out_of_bounds_write_by_a_kernel_names_the_allocation():
 
 
 UAF_SCRIPT = textwrap.dedent("""
-    import ctypes, torch, torch_devx
+    import ctypes, os, torch, torch_devx
     x = torch.ones(100, device="devx")                  # line 3
     stale = x.data_ptr()
     del x                                               # line 5
@@ -57,6 +57,10 @@ UAF_SCRIPT = textwrap.dedent("""
         print("CAUGHT", e)
     torch.devx.synchronize()                             # reported once
     print("COUNTS", torch_devx._C._sanitizer_counts())
+    os.environ["DEVX_SIM_SANITIZE"] = "0"                # off: the quarantine goes back to the device
+    print("OFF", torch_devx._C._sanitizer_counts(), y.sum().item())
+    del y
+    print("FREED", torch_devx._C._sanitizer_counts())
 """)
 
 
@@ -70,6 +74,8 @@ def test_use_after_free_is_reported_with_both_lines():
     assert "(400 bytes on devx:0, allocated at <string>:3, freed at <string>:5)" in caught
     live, quarantined = map(int, re.search(r"COUNTS \((\d+), (\d+)\)", proc.stdout).groups())
     assert live >= 1 and quarantined >= 1
+    # Guarded allocations still live when the sanitizer goes off are freed without a quarantine.
+    assert "OFF (1, 0) 100.0" in proc.stdout and "FREED (0, 0)" in proc.stdout
 
 
 FRONT_SCRIPT = textwrap.dedent("""

@@ -10,6 +10,7 @@
 
 #include "runtime/env.h"
 #include "runtime/exception.h"
+#include "runtime/log.h"
 #include "runtime/python_hooks.h"
 #include "runtime/vendor.h"
 
@@ -43,22 +44,6 @@ std::map<uintptr_t, Allocation> g_quarantine;  // by user address
 std::deque<uintptr_t> g_quarantine_order;      // oldest first
 size_t g_quarantine_bytes = 0;
 std::vector<std::string> g_pending;  // reports found where nothing could be thrown
-
-void reload() {
-  try {
-    g_enabled.store(env::get_bool("DEVX_SIM_SANITIZE", false), std::memory_order_relaxed);
-  } catch (const std::exception&) {
-    // The Python layer validates the value at the assignment and reports it.
-  }
-}
-
-struct Init {
-  Init() {
-    reload();
-    env::add_listener(&reload);
-  }
-};
-Init g_init;
 
 std::string pointer(const void* p) {
   std::ostringstream os;
@@ -183,6 +168,30 @@ std::string check_range_locked(const char* side, const void* p, size_t n) {
   return "";  // not guarded memory: made before the sanitizer was on
 }
 
+void reload() {
+  bool on = false;
+  try {
+    on = env::get_bool("DEVX_SIM_SANITIZE", false);
+  } catch (const std::exception&) {
+    return;  // the Python layer validates the value at the assignment and reports it
+  }
+  if (!g_enabled.exchange(on, std::memory_order_relaxed) || on) return;
+  // Switched off: nothing will be freed into the quarantine any more, so it is emptied now, and
+  // what is still unreported can only go to the log.
+  std::lock_guard<std::mutex> lock(g_mutex);
+  while (!g_quarantine_order.empty()) evict_oldest_locked();
+  for (const std::string& report : g_pending) log::warn(log::Module::ALLOC, report);
+  g_pending.clear();
+}
+
+struct Init {
+  Init() {
+    reload();
+    env::add_listener(&reload);
+  }
+};
+Init g_init;
+
 }  // namespace
 
 void* allocate(c10::DeviceIndex device, size_t nbytes) {
@@ -221,6 +230,12 @@ void release(void* ptr) {
   g_live.erase(it);
   a.freed_at = freed_at.empty() ? "(no Python frame)" : freed_at;
   std::string report = check_guards(a, "(found when it was freed)");
+  if (!enabled()) {
+    // Made while the sanitizer was on, freed after: no quarantine, and no check point to raise at.
+    if (!report.empty()) log::warn(log::Module::ALLOC, report);
+    g_vendor->free(a.device, a.base);
+    return;
+  }
   if (!report.empty()) g_pending.push_back(std::move(report));
   if (g_vendor->memset_sync(a.user, kPoison, a.size) != DEVX_OK) {
     g_vendor->free(a.device, a.base);
