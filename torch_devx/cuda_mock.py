@@ -1,6 +1,7 @@
 """CUDA mocking: unchanged CUDA scripts run on devx.
 
-`.cuda()`, `is_cuda`, `torch.cuda.*` device queries, and "cuda"/"cuda:N"/torch.device("cuda")
+`.cuda()`, `is_cuda`, `torch.cuda.*` device queries, torch.cuda.memory's history and snapshots
+(`_record_memory_history`, `_snapshot`, `_dump_snapshot`), and "cuda"/"cuda:N"/torch.device("cuda")
 given to factories, `.to()`, `new_*` and `nn.Module.to()` all mean devx. Only entry points that
 take a device are wrapped (once each), so ops themselves pay nothing. `disable()` restores every
 original; DEVX_MOCK_CUDA=0 keeps mocking off from the start.
