@@ -4,9 +4,9 @@
 
 Starts two ranks (each on its own simulated device) that make, in the same run, a `devx` group
 (its call check on, the default), a `devx` group with DEVX_DIST_CHECK=0 semantics (check off)
-and a plain gloo group on CPU tensors. For each size from 1 KB to 64 MB the three alternate in
-rounds; the figure is the median time per all_reduce, and the ratios are gloo time / devx time
-(devx throughput relative to gloo's: 1.00 = as fast, above 1 = faster).
+and a plain gloo group on CPU tensors. For each size from 1 KB to 64 MB the three take turns,
+one call each, many turns; times are medians of one all_reduce, ratios the median over turns of
+gloo time / devx time in the same turn (devx throughput relative to gloo's: 1.00 = as fast).
 """
 from __future__ import annotations
 
@@ -23,16 +23,10 @@ import torch.multiprocessing as mp
 SIZES = [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
 
-def _time(fn, bytes_: int, min_time: float) -> float:
-    import torch.distributed as dist
-
-    fn()
-    dist.barrier()
-    reps = max(2, min(200, int(min_time / max(1e-6, 1e-9 * bytes_))))
+def _once(fn) -> float:
     start = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - start) / reps
+    fn()
+    return time.perf_counter() - start
 
 
 def _worker(rank: int, port: int, quick: bool, queue) -> None:
@@ -48,21 +42,32 @@ def _worker(rank: int, port: int, quick: bool, queue) -> None:
     os.environ["DEVX_DIST_CHECK"] = "0"
     unchecked = dist.new_group(backend="devx")
     gloo = dist.new_group(backend="gloo")
-    rounds = 3 if quick else 7
     rows = []
     for size in SIZES:
         n = size // 4
         devx_t = torch.ones(n, device=f"devx:{rank}")
         cpu_t = torch.ones(n)
-        min_time = 0.02 if quick else 0.08
-        times: dict[str, list[float]] = {"devx": [], "devx_nocheck": [], "gloo": []}
-        for _ in range(rounds):
-            times["gloo"].append(_time(lambda: dist.all_reduce(cpu_t, group=gloo), size, min_time))
-            times["devx"].append(_time(lambda: dist.all_reduce(devx_t), size, min_time))
-            times["devx_nocheck"].append(_time(lambda: dist.all_reduce(devx_t, group=unchecked), size, min_time))
+        calls = {
+            "gloo": lambda: dist.all_reduce(cpu_t, group=gloo),
+            "devx": lambda: dist.all_reduce(devx_t),
+            "devx_nocheck": lambda: dist.all_reduce(devx_t, group=unchecked),
+        }
+        # One call of each in turn, many turns: a busy machine slows all three alike.
+        turns = max(5 if quick else 15, min(200, (4 << 20) // size * (5 if quick else 15)))
+        times: dict[str, list[float]] = {k: [] for k in calls}
+        for fn in calls.values():
+            fn()
+        names = list(calls)
+        for turn in range(turns):
+            for name in names[turn % 3:] + names[:turn % 3]:  # rotated: no variant always goes first
+                times[name].append(_once(calls[name]))
         med = {k: statistics.median(v) for k, v in times.items()}
+        # Ratios of calls made in the same turn, then their median: load that comes and goes
+        # during the run (a shared machine) hits both sides of each ratio alike.
+        ratio = statistics.median(g / d for g, d in zip(times["gloo"], times["devx"]))
+        ratio_nocheck = statistics.median(g / d for g, d in zip(times["gloo"], times["devx_nocheck"]))
         rows.append({"bytes": size, **{f"{k}_s": v for k, v in med.items()},
-                     "ratio": med["gloo"] / med["devx"], "ratio_nocheck": med["gloo"] / med["devx_nocheck"]})
+                     "ratio": ratio, "ratio_nocheck": ratio_nocheck})
     if rank == 0:
         queue.put(rows)
     dist.destroy_process_group()
