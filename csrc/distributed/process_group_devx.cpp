@@ -349,7 +349,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::recvAnysource(std::vector<at::T
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::barrier(const c10d::BarrierOptions& opts) {
   check(CallSignature("barrier"));
   // Everything issued on the current devx stream comes before the barrier, as with NCCL.
-  if (current_device() >= 0) getCurrentDevxStream(current_device()).synchronize();
+  getCurrentDevxStream(current_device()).synchronize();
   return wrap(host_engine_->barrier(opts), {}, c10d::OpType::BARRIER, "barrier");
 }
 
