@@ -28,9 +28,10 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 _environ.watch()
 
-from . import _autograd_exit, cuda_mock, diagnostics  # noqa: E402
+from . import _autograd_exit, cuda_mock, diagnostics, distributed  # noqa: E402
 
 _autograd_exit.install()
+distributed.register()
 
 # Bad values fail here, at import, rather than being ignored.
 _environ.flag("DIPU_MEM_CHECK", default=False)
@@ -44,4 +45,4 @@ if _environ.flag("DEVX_MOCK_CUDA", default=True):
 
 vendor: str = _C._vendor_name()
 
-__all__ = ["cuda_mock", "device_module", "diagnostics", "vendor"]
+__all__ = ["cuda_mock", "device_module", "diagnostics", "distributed", "vendor"]

@@ -2,19 +2,23 @@
 
 `.cuda()`, `is_cuda`, `torch.cuda.*` device queries, torch.cuda.memory's history and snapshots
 (`_record_memory_history`, `_snapshot`, `_dump_snapshot`), and "cuda"/"cuda:N"/torch.device("cuda")
-given to factories, `.to()`, `new_*` and `nn.Module.to()` all mean devx. Only entry points that
+given to factories, `.to()`, `new_*` and `nn.Module.to()` all mean devx; the "nccl" backend of
+`torch.distributed.init_process_group`/`new_group` means the devx process group. Only entry points that
 take a device are wrapped (once each), so ops themselves pay nothing. `disable()` restores every
 original; DEVX_MOCK_CUDA=0 keeps mocking off from the start.
 """
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Callable
 
 import torch
 from torch.utils._device import _device_constructors
 
 from . import device_module
+
+logger = logging.getLogger(__name__)
 
 # torch.* functions that take a `device=` keyword.
 _FACTORIES = (
@@ -152,6 +156,29 @@ def _legacy_profile_init(original: Callable) -> Callable:
     return __init__
 
 
+def _process_group_backend(fn: Callable) -> Callable:
+    """init_process_group / new_group: backend "nccl" (or none) runs the devx backend, device_id "cuda" is devx."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from . import distributed
+
+        at = 0 if fn.__name__ == "init_process_group" else 2  # new_group(ranks, timeout, backend)
+        if len(args) > at:
+            args = args[:at] + (distributed.map_backend(args[at]),) + args[at + 1:]
+        elif kwargs.get("backend") is not None:
+            kwargs["backend"] = distributed.map_backend(kwargs["backend"])
+        elif at == 0:
+            # torch would pick the accelerator's backend for devx tensors only; devx serves both.
+            kwargs["backend"] = distributed.BACKEND
+        if "device_id" in kwargs:
+            kwargs["device_id"] = map_device(kwargs["device_id"])
+        logger.info("CUDA mocking: %s runs the devx process-group backend", fn.__name__)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> torch.Tensor:
     if isinstance(device, (str, torch.device)):
         device = map_device(device)
@@ -200,6 +227,9 @@ def enable() -> None:
     for name in _CUDA_MEMORY_FUNCS:
         _patch(torch.cuda.memory, name, lambda original, name=name: getattr(device_module.memory, name))
     _patch(torch.cuda, "memory_snapshot", lambda original: device_module.memory.memory_snapshot)
+    if torch.distributed.is_available():
+        _patch(torch.distributed, "init_process_group", _process_group_backend)
+        _patch(torch.distributed, "new_group", _process_group_backend)
 
 
 def disable() -> None:

@@ -31,6 +31,8 @@
 
 namespace py = pybind11;
 
+void bind_distributed(py::module_& m);  // distributed.cpp
+
 namespace {
 
 
@@ -169,6 +171,9 @@ void translate_errors() {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const c10::DistError&) {
+      // torch's own translator makes these torch.distributed's exception types.
+      throw;
     } catch (const c10::OutOfMemoryError& e) {
       PyErr_SetString(oom.ptr(), e.what_without_backtrace());
     } catch (const c10::ValueError& e) {
@@ -298,6 +303,10 @@ PYBIND11_MODULE(_C, m) {
       overrides()[py::str(op)] = fn;
       devx::diag::set_override(op, true);
     }
+  });
+  // Only once torch.distributed is known to be built in: its types are the base of ours.
+  m.def("_bind_distributed", [m]() mutable {
+    if (!py::hasattr(m, "ProcessGroupDevx")) bind_distributed(m);
   });
   m.def("_get_default_generator", [](int i) {
     return py::reinterpret_steal<py::object>(

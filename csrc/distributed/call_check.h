@@ -1,0 +1,43 @@
+// Checking that every rank makes the same collective call before the engine sees it.
+//
+// gloo answers a call whose sizes differ across ranks by aborting the process from one of its
+// transport threads (an uncatchable gloo::EnforceNotMet), and other engines hang or read past a
+// buffer. So each rank first describes its call — collective, reduce op, root, dtypes and shapes,
+// whatever must agree across ranks — and the ranks compare a 62-bit hash of the descriptions in
+// one small all-reduce (MAX of h and of -h: equal on every rank iff all hashes are equal). Only
+// on a mismatch do they exchange the readable descriptions, so the error names every rank's call.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <string>
+#include <vector>
+
+namespace devx::dist {
+
+class CallSignature {
+ public:
+  explicit CallSignature(const char* collective);
+  CallSignature& tensor(const at::Tensor& t);
+  CallSignature& tensors(at::TensorList ts);
+  // The dtype and the sizes after the first dimension (alltoall with per-rank splits).
+  CallSignature& rows_of(const at::Tensor& t);
+  CallSignature& value(const char* name, int64_t v);
+  CallSignature& op(const c10d::ReduceOp& op);
+
+  uint64_t hash() const { return hash_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  void mix(int64_t v);
+  uint64_t hash_;
+  std::string text_;
+  int items_ = 0;
+};
+
+// Throws a ValueError listing every rank's call unless all ranks made this one. `engine` runs
+// collectives on CPU tensors.
+void check_same_call(c10d::Backend& engine, const CallSignature& signature, const std::string& engine_name);
+
+}  // namespace devx::dist

@@ -1,0 +1,378 @@
+#include "distributed/process_group_devx.h"
+
+#include <c10/util/Exception.h>
+
+#include "aten/compute_scope.h"
+#include "distributed/call_check.h"
+#include "distributed/work_devx.h"
+#include "runtime/device.h"
+#include "runtime/stream.h"
+
+namespace devx::dist {
+
+namespace {
+
+// The engine's view of a devx tensor: a tensor of the compute device over the same bytes.
+at::Tensor engine_view(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != kDevx) return t;
+  DevxGuard guard(t.device().index());
+  ComputeScope scope;
+  return scope.in(t);
+}
+
+std::vector<at::Tensor> engine_views(at::TensorList ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const at::Tensor& t : ts) out.push_back(engine_view(t));
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> engine_views(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> out;
+  out.reserve(lists.size());
+  for (const auto& l : lists) out.push_back(engine_views(l));
+  return out;
+}
+
+std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : lists) out.insert(out.end(), l.begin(), l.end());
+  return out;
+}
+
+// Work queued on a devx stream before a collective must be done before the engine reads.
+void await_streams(at::TensorList ts) {
+  c10::DeviceIndex done = -1;
+  for (const at::Tensor& t : ts) {
+    if (!t.defined() || t.device().type() != kDevx || t.device().index() == done) continue;
+    done = t.device().index();
+    getCurrentDevxStream(done).synchronize();
+  }
+}
+
+bool is_avg(const c10d::ReduceOp& op) {
+  return op.op_ == c10d::ReduceOp::AVG;
+}
+
+// gloo has no AVG: scale by 1/size, then SUM (NCCL's own AVG pre-multiplies the same way).
+void scale_for_avg(at::TensorList ts, int size) {
+  for (const at::Tensor& t : ts) {
+    TORCH_CHECK_VALUE(at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type()),
+                      "devx: ReduceOp.AVG needs floating-point or complex tensors, got ", t.scalar_type());
+  }
+  for (const at::Tensor& t : ts) t.mul_(1.0 / size);
+  await_streams(ts);
+}
+
+std::vector<at::Tensor> scaled_copies(at::TensorList ts, int size) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& t : ts) out.push_back(t.clone());
+  scale_for_avg(out, size);
+  return out;
+}
+
+std::string describe(const char* collective, const std::vector<at::Tensor>& outputs) {
+  for (const at::Tensor& t : outputs) {
+    if (t.defined()) return std::string(collective) + " on " + t.device().str();
+  }
+  return collective;
+}
+
+}  // namespace
+
+ProcessGroupDevx::ProcessGroupDevx(c10::intrusive_ptr<c10d::Backend> engine,
+                                   c10::intrusive_ptr<c10d::Backend> host_engine, std::string engine_name,
+                                   bool check_calls)
+    : c10d::Backend(engine->getRank(), engine->getSize()),
+      engine_(std::move(engine)),
+      host_engine_(std::move(host_engine)),
+      engine_name_(std::move(engine_name)),
+      check_calls_(check_calls) {
+  TORCH_CHECK(host_engine_->getRank() == rank_ && host_engine_->getSize() == size_,
+              "devx process group: the host engine's rank/size differ from the device engine's");
+  init();
+}
+
+void ProcessGroupDevx::setTimeout(std::chrono::milliseconds timeout) {
+  engine_->setTimeout(timeout);
+  if (host_engine_ != engine_) host_engine_->setTimeout(timeout);
+}
+
+c10d::Backend& ProcessGroupDevx::engine_for(const char* collective, std::initializer_list<at::TensorList> groups) {
+  bool any_devx = false, any_cpu = false;
+  for (at::TensorList ts : groups) {
+    for (const at::Tensor& t : ts) {
+      TORCH_CHECK_VALUE(t.defined(), "devx: ", collective, " got an undefined tensor");
+      const c10::DeviceType type = t.device().type();
+      TORCH_CHECK_VALUE(type == kDevx || type == c10::kCPU, "devx: ", collective,
+                        " takes devx or CPU tensors, got one on ", t.device());
+      any_devx |= type == kDevx;
+      any_cpu |= type == c10::kCPU;
+    }
+  }
+  TORCH_CHECK_VALUE(!(any_devx && any_cpu), "devx: ", collective,
+                    " mixes devx and CPU tensors; give it tensors of one kind");
+  for (at::TensorList ts : groups) await_streams(ts);
+  return any_cpu ? *host_engine_ : *engine_;
+}
+
+void ProcessGroupDevx::check(const CallSignature& signature) {
+  if (check_calls_ && size_ > 1) check_same_call(*host_engine_, signature, engine_name_);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::wrap(c10::intrusive_ptr<c10d::Work> engine_work,
+                                                      std::vector<at::Tensor> outputs, c10d::OpType type,
+                                                      const char* collective) {
+  std::string what = describe(collective, outputs);
+  return c10::make_intrusive<WorkDevx>(std::move(engine_work), std::move(outputs), rank_, type, std::move(what),
+                                       engine_name_);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  c10d::Backend& engine = engine_for("broadcast", {tensors});
+  check(CallSignature("broadcast").tensors(tensors).value("src", opts.rootRank));
+  auto views = engine_views(tensors);
+  return wrap(engine.broadcast(views, opts), tensors, c10d::OpType::BROADCAST, "broadcast");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  c10d::Backend& engine = engine_for("all_reduce", {tensors});
+  check(CallSignature("all_reduce").tensors(tensors).op(opts.reduceOp));
+  c10d::AllreduceOptions o = opts;
+  if (is_avg(opts.reduceOp)) {
+    scale_for_avg(tensors, size_);
+    o.reduceOp = c10d::ReduceOp::SUM;
+  }
+  auto views = engine_views(tensors);
+  return wrap(engine.allreduce(views, o), tensors, c10d::OpType::ALLREDUCE, "all_reduce");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                     const c10d::AllreduceCoalescedOptions& opts) {
+  c10d::Backend& engine = engine_for("all_reduce_coalesced", {tensors});
+  check(CallSignature("all_reduce_coalesced").tensors(tensors).op(opts.reduceOp));
+  c10d::AllreduceCoalescedOptions o = opts;
+  if (is_avg(opts.reduceOp)) {
+    scale_for_avg(tensors, size_);
+    o.reduceOp = c10d::ReduceOp::SUM;
+  }
+  auto views = engine_views(tensors);
+  return wrap(engine.allreduce_coalesced(views, o), tensors, c10d::OpType::ALLREDUCE_COALESCED,
+              "all_reduce_coalesced");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  c10d::Backend& engine = engine_for("reduce", {tensors});
+  check(CallSignature("reduce").tensors(tensors).op(opts.reduceOp).value("dst", opts.rootRank));
+  c10d::ReduceOptions o = opts;
+  if (is_avg(opts.reduceOp)) {
+    scale_for_avg(tensors, size_);
+    o.reduceOp = c10d::ReduceOp::SUM;
+  }
+  auto views = engine_views(tensors);
+  return wrap(engine.reduce(views, o), tensors, c10d::OpType::REDUCE, "reduce");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllgatherOptions& opts) {
+  auto out_flat = flat(outputs);
+  c10d::Backend& engine = engine_for("all_gather", {out_flat, inputs});
+  check(CallSignature("all_gather").tensors(inputs));
+  auto out_views = engine_views(outputs);
+  auto in_views = engine_views(inputs);
+  return wrap(engine.allgather(out_views, in_views, opts), out_flat, c10d::OpType::ALLGATHER, "all_gather");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                 const c10d::AllgatherOptions& opts) {
+  c10d::Backend& engine = engine_for("all_gather_into_tensor", {output, input});
+  check(CallSignature("all_gather_into_tensor").tensor(output).tensor(input));
+  at::Tensor out_view = engine_view(output);
+  at::Tensor in_view = engine_view(input);
+  return wrap(engine._allgather_base(out_view, in_view, opts), {output}, c10d::OpType::_ALLGATHER_BASE,
+              "all_gather_into_tensor");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                     std::vector<at::Tensor>& inputs,
+                                                                     const c10d::AllgatherOptions& opts) {
+  auto out_flat = flat(outputs);
+  c10d::Backend& engine = engine_for("all_gather_coalesced", {out_flat, inputs});
+  check(CallSignature("all_gather_coalesced").tensors(inputs));
+  auto out_views = engine_views(outputs);
+  auto in_views = engine_views(inputs);
+  return wrap(engine.allgather_coalesced(out_views, in_views, opts), out_flat, c10d::OpType::ALLGATHER_COALESCED,
+              "all_gather_coalesced");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                                 std::vector<at::Tensor>& inputs,
+                                                                                 const c10d::AllgatherOptions& opts) {
+  c10d::Backend& engine = engine_for("all_gather_into_tensor_coalesced", {outputs, inputs});
+  check(CallSignature("all_gather_into_tensor_coalesced").tensors(outputs).tensors(inputs));
+  auto out_views = engine_views(outputs);
+  auto in_views = engine_views(inputs);
+  return wrap(engine.allgather_into_tensor_coalesced(out_views, in_views, opts), outputs, c10d::OpType::COALESCED,
+              "all_gather_into_tensor_coalesced");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                        std::vector<at::Tensor>& inputs,
+                                                        const c10d::GatherOptions& opts) {
+  auto out_flat = flat(outputs);
+  c10d::Backend& engine = engine_for("gather", {out_flat, inputs});
+  check(CallSignature("gather").tensors(inputs).value("dst", opts.rootRank));
+  auto out_views = engine_views(outputs);
+  auto in_views = engine_views(inputs);
+  return wrap(engine.gather(out_views, in_views, opts), out_flat, c10d::OpType::GATHER, "gather");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::scatter(std::vector<at::Tensor>& outputs,
+                                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                                         const c10d::ScatterOptions& opts) {
+  auto in_flat = flat(inputs);
+  c10d::Backend& engine = engine_for("scatter", {outputs, in_flat});
+  check(CallSignature("scatter").tensors(outputs).value("src", opts.rootRank));
+  auto out_views = engine_views(outputs);
+  auto in_views = engine_views(inputs);
+  return wrap(engine.scatter(out_views, in_views, opts), outputs, c10d::OpType::SCATTER, "scatter");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  auto in_flat = flat(inputs);
+  c10d::Backend& engine = engine_for("reduce_scatter", {outputs, in_flat});
+  check(CallSignature("reduce_scatter").tensors(outputs).tensors(in_flat).op(opts.reduceOp));
+  c10d::ReduceScatterOptions o = opts;
+  std::vector<std::vector<at::Tensor>> in_views;
+  if (is_avg(opts.reduceOp)) {
+    for (const auto& l : inputs) in_views.push_back(engine_views(scaled_copies(l, size_)));
+    o.reduceOp = c10d::ReduceOp::SUM;
+  } else {
+    in_views = engine_views(inputs);
+  }
+  auto out_views = engine_views(outputs);
+  return wrap(engine.reduce_scatter(out_views, in_views, o), outputs, c10d::OpType::REDUCE_SCATTER,
+              "reduce_scatter");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                      const c10d::ReduceScatterOptions& opts) {
+  c10d::Backend& engine = engine_for("reduce_scatter_tensor", {output, input});
+  check(CallSignature("reduce_scatter_tensor").tensor(output).tensor(input).op(opts.reduceOp));
+  c10d::ReduceScatterOptions o = opts;
+  at::Tensor in_view;
+  if (is_avg(opts.reduceOp)) {
+    in_view = engine_view(scaled_copies({input}, size_)[0]);
+    o.reduceOp = c10d::ReduceOp::SUM;
+  } else {
+    in_view = engine_view(input);
+  }
+  at::Tensor out_view = engine_view(output);
+  return wrap(engine._reduce_scatter_base(out_view, in_view, o), {output}, c10d::OpType::_REDUCE_SCATTER_BASE,
+              "reduce_scatter_tensor");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  c10d::Backend& engine = engine_for("reduce_scatter_tensor_coalesced", {outputs, inputs});
+  check(CallSignature("reduce_scatter_tensor_coalesced").tensors(outputs).tensors(inputs).op(opts.reduceOp));
+  c10d::ReduceScatterOptions o = opts;
+  std::vector<at::Tensor> in_views;
+  if (is_avg(opts.reduceOp)) {
+    in_views = engine_views(scaled_copies(inputs, size_));
+    o.reduceOp = c10d::ReduceOp::SUM;
+  } else {
+    in_views = engine_views(inputs);
+  }
+  auto out_views = engine_views(outputs);
+  return wrap(engine.reduce_scatter_tensor_coalesced(out_views, in_views, o), outputs,
+              c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                               std::vector<int64_t>& output_splits,
+                                                               std::vector<int64_t>& input_splits,
+                                                               const c10d::AllToAllOptions& opts) {
+  c10d::Backend& engine = engine_for("all_to_all_single", {output, input});
+  // With explicit splits the sizes legitimately differ per rank; what must agree is the dtype
+  // and the row shape (and, checked by the engine, each rank's splits against its tensors).
+  CallSignature signature("all_to_all_single");
+  if (output_splits.empty() && input_splits.empty()) {
+    signature.tensor(output).tensor(input);
+  } else {
+    signature.rows_of(output).rows_of(input);
+  }
+  check(signature);
+  at::Tensor out_view = engine_view(output);
+  at::Tensor in_view = engine_view(input);
+  return wrap(engine.alltoall_base(out_view, in_view, output_splits, input_splits, opts), {output},
+              c10d::OpType::ALLTOALL_BASE, "all_to_all_single");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions& opts) {
+  c10d::Backend& engine = engine_for("all_to_all", {outputs, inputs});
+  CallSignature signature("all_to_all");
+  signature.value("tensors", static_cast<int64_t>(inputs.size()));
+  for (const at::Tensor& t : inputs) signature.rows_of(t);
+  check(signature);
+  auto out_views = engine_views(outputs);
+  auto in_views = engine_views(inputs);
+  return wrap(engine.alltoall(out_views, in_views, opts), outputs, c10d::OpType::ALLTOALL, "all_to_all");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  c10d::Backend& engine = engine_for("send", {tensors});
+  auto views = engine_views(tensors);
+  return wrap(engine.send(views, dst_rank, tag), tensors, c10d::OpType::SEND, "send");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  c10d::Backend& engine = engine_for("recv", {tensors});
+  auto views = engine_views(tensors);
+  return wrap(engine.recv(views, src_rank, tag), tensors, c10d::OpType::RECV, "recv");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  c10d::Backend& engine = engine_for("recv", {tensors});
+  auto views = engine_views(tensors);
+  return wrap(engine.recvAnysource(views, tag), tensors, c10d::OpType::RECVANYSOURCE, "recv");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::barrier(const c10d::BarrierOptions& opts) {
+  check(CallSignature("barrier"));
+  // Everything issued on the current devx stream comes before the barrier, as with NCCL.
+  getCurrentDevxStream(current_device()).synchronize();
+  return wrap(host_engine_->barrier(opts), {}, c10d::OpType::BARRIER, "barrier");
+}
+
+void ProcessGroupDevx::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  host_engine_->monitoredBarrier(opts, wait_all_ranks);
+}
+
+void ProcessGroupDevx::setSequenceNumberForGroup() {
+  engine_->setSequenceNumberForGroup();
+}
+
+uint64_t ProcessGroupDevx::getSequenceNumberForGroup() {
+  return engine_->getSequenceNumberForGroup();
+}
+
+void ProcessGroupDevx::abort() {
+  engine_->abort();
+  if (host_engine_ != engine_) host_engine_->abort();
+}
+
+void ProcessGroupDevx::shutdown() {
+  engine_->shutdown();
+  if (host_engine_ != engine_) host_engine_->shutdown();
+}
+
+}  // namespace devx::dist

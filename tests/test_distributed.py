@@ -1,0 +1,306 @@
+"""torch.distributed on devx: the `devx` process group (gloo engine on cpu_sim).
+
+Two-rank scenarios run as two child processes (RANK/WORLD_SIZE/MASTER_* in their environment,
+short process-group timeouts); each child asserts what it sees and exits non-zero otherwise.
+One-rank checks (backend selection, errors raised before any data moves) run in-process.
+"""
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, assert_child_ok, child_env, describe, run_many
+
+PRELUDE = """
+import datetime, os, sys, time
+import torch
+import torch_devx
+import torch.distributed as dist
+rank = int(os.environ["RANK"])
+world = int(os.environ["WORLD_SIZE"])
+torch.devx.set_device(rank)
+dev = torch.device("devx", rank)
+dist.init_process_group("devx", timeout=datetime.timedelta(seconds=float(os.environ["PG_TIMEOUT"])))
+def close(got, want):
+    assert got.device == dev, got.device
+    torch.testing.assert_close(got.cpu(), want)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(body: str, world: int = 2, timeout_s: float = 10, **env: str) -> list[subprocess.CompletedProcess]:
+    port = str(free_port())
+    jobs = [(PRELUDE + body, dict(RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                                  PG_TIMEOUT=str(timeout_s), **env))
+            for r in range(world)]
+    return run_many(jobs, timeout=90)
+
+
+def test_collectives_and_async_work_on_devx_tensors():
+    body = """
+base = torch.arange(4.0) + rank                        # rank 0: 0 1 2 3, rank 1: 1 2 3 4
+both = [torch.arange(4.0), torch.arange(4.0) + 1]
+for op, want in [(dist.ReduceOp.SUM, both[0] + both[1]), (dist.ReduceOp.AVG, (both[0] + both[1]) / 2),
+                 (dist.ReduceOp.MAX, both[1]), (dist.ReduceOp.MIN, both[0]),
+                 (dist.ReduceOp.PRODUCT, both[0] * both[1])]:
+    t = base.to(dev)
+    ptr = t.data_ptr()
+    dist.all_reduce(t, op=op)
+    close(t, want)
+    assert t.data_ptr() == ptr  # in place, on the devx memory itself
+ints = torch.full((5,), rank + 2, dtype=torch.int64, device=dev)
+dist.all_reduce(ints)
+close(ints, torch.full((5,), 5, dtype=torch.int64))
+
+t = torch.full((3,), float(rank + 1), device=dev)
+dist.broadcast(t, src=1)
+close(t, torch.full((3,), 2.0))
+
+outs = [torch.empty(4, device=dev) for _ in range(world)]
+dist.all_gather(outs, base.to(dev))
+for r in range(world):
+    close(outs[r], both[r])
+out = torch.empty(8, device=dev)
+dist.all_gather_into_tensor(out, base.to(dev))
+close(out, torch.cat(both))
+
+inputs = [base.to(dev) + 10 * j for j in range(world)]
+out = torch.empty(4, device=dev)
+dist.reduce_scatter(out, inputs)
+close(out, both[0] + both[1] + 20 * rank)
+out = torch.empty(2, device=dev)
+dist.reduce_scatter_tensor(out, base.to(dev))
+close(out, (both[0] + both[1])[2 * rank:2 * rank + 2])
+dist.reduce_scatter_tensor(out, base.to(dev), op=dist.ReduceOp.AVG)
+close(out, ((both[0] + both[1]) / 2)[2 * rank:2 * rank + 2])
+
+t = base.to(dev)
+dist.reduce(t, dst=0)
+if rank == 0:
+    close(t, both[0] + both[1])
+
+gathered = [torch.empty(4, device=dev) for _ in range(world)] if rank == 0 else None
+dist.gather(base.to(dev), gathered, dst=0)
+if rank == 0:
+    for r in range(world):
+        close(gathered[r], both[r])
+
+out = torch.empty(3, device=dev)
+dist.scatter(out, [torch.full((3,), 10.0 + r, device=dev) for r in range(world)] if rank == 1 else None, src=1)
+close(out, torch.full((3,), 10.0 + rank))
+
+outs = [torch.empty(2, device=dev) for _ in range(world)]
+dist.all_to_all(outs, [torch.full((2,), 10.0 * rank + j, device=dev) for j in range(world)])
+for j in range(world):
+    close(outs[j], torch.full((2,), 10.0 * j + rank))
+out = torch.empty(4, device=dev)
+dist.all_to_all_single(out, base.to(dev))
+close(out, torch.cat([both[0][2 * rank:2 * rank + 2], both[1][2 * rank:2 * rank + 2]]))
+# Uneven splits: rank 0 sends 1 row to 0 and 2 to 1; rank 1 sends 3 to 0 and 4 to 1.
+send = [[1, 2], [3, 4]][rank]
+recv = [[1, 3], [2, 4]][rank]
+inp = torch.full((sum(send), 2), float(rank), device=dev)
+out = torch.empty(sum(recv), 2, device=dev)
+dist.all_to_all_single(out, inp, output_split_sizes=recv, input_split_sizes=send)
+close(out, torch.cat([torch.full((recv[0], 2), 0.0), torch.full((recv[1], 2), 1.0)]))
+
+if rank == 0:
+    dist.send(torch.full((5,), 7.0, device=dev), dst=1)
+else:
+    t = torch.zeros(5, device=dev)
+    dist.recv(t, src=0)
+    close(t, torch.full((5,), 7.0))
+
+a, b = base.to(dev), torch.ones(2, device=dev) * (rank + 1)
+dist.all_reduce_coalesced([a, b])
+close(a, both[0] + both[1])
+close(b, torch.full((2,), 3.0))
+
+# CPU tensors go through the same group (to gloo as they are).
+c = torch.ones(2) * (rank + 1)
+dist.all_reduce(c)
+torch.testing.assert_close(c, torch.full((2,), 3.0))
+dist.barrier()
+
+# Asynchronous work: wait(), futures and results hold the caller's devx tensors.
+t = torch.full((1 << 18,), float(rank + 1), device=dev)
+work = dist.all_reduce(t, async_op=True)
+future = work.get_future()
+doubled = future.then(lambda f: f.value()[0] * 2)
+work.wait()
+assert work.is_completed()
+close(t[:4], torch.full((4,), 3.0))
+value = future.wait()
+assert value[0].device == dev and value[0].data_ptr() == t.data_ptr()
+assert work.result()[0].data_ptr() == t.data_ptr()
+close(doubled.wait()[:4], torch.full((4,), 6.0))
+
+# A tensor dropped while its collective runs keeps its memory until the engine is done.
+tmp = torch.full((1 << 18,), float(rank), device=dev)
+work = dist.all_reduce(tmp, async_op=True)
+view = tmp[:4]
+del tmp
+work.wait()
+close(view, torch.full((4,), 1.0))
+works = [dist.broadcast(torch.full((8,), float(rank), device=dev), src=0, async_op=True) for _ in range(3)]
+for w in works:
+    w.wait()
+    close(w.result()[0], torch.zeros(8))
+print("OK", rank)
+"""
+    for proc in run_ranks(body):
+        assert_child_ok(proc)
+        assert "OK" in proc.stdout
+
+
+def test_mismatched_sizes_dtypes_and_ops_are_clear_errors_and_the_group_survives():
+    body = """
+def expect_mismatch(fn, *parts):
+    try:
+        fn()
+    except ValueError as e:
+        msg = str(e)
+        assert "different collective calls" in msg, msg
+        for p in parts:
+            assert p in msg, (p, msg)
+        return
+    raise AssertionError("no error")
+expect_mismatch(lambda: dist.all_reduce(torch.ones(1000 * (rank + 1), device=dev)),
+                "rank 0: all_reduce(Float[1000]", "rank 1: all_reduce(Float[2000]")
+expect_mismatch(lambda: dist.all_reduce(torch.ones(10, device=dev, dtype=[torch.float32, torch.float64][rank])),
+                "Float[10]", "Double[10]")
+expect_mismatch(lambda: dist.all_reduce(torch.ones(10, device=dev)) if rank == 0
+                else dist.broadcast(torch.ones(10, device=dev), src=0),
+                "rank 0: all_reduce", "rank 1: broadcast")
+expect_mismatch(lambda: dist.all_gather([torch.empty(3 + rank, device=dev) for _ in range(2)],
+                                        torch.ones(3 + rank, device=dev)),
+                "all_gather(Float[3])", "all_gather(Float[4])")
+t = torch.ones(4, device=dev)
+dist.all_reduce(t)
+close(t, torch.full((4,), 2.0))
+print("OK", rank)
+"""
+    for proc in run_ranks(body):
+        assert_child_ok(proc)
+
+
+def test_a_rank_that_dies_is_a_clear_error_on_the_others():
+    body = """
+dist.barrier()
+if rank == 1:
+    os._exit(3)
+start = time.monotonic()
+try:
+    dist.all_reduce(torch.ones(1 << 16, device=dev))
+except dist.DistBackendError as e:
+    print("ERROR after %.1fs: %s" % (time.monotonic() - start, e))
+    os._exit(0)
+os._exit(5)
+"""
+    rank0, rank1 = run_ranks(body, timeout_s=5)
+    assert rank1.returncode == 3
+    assert_child_ok(rank0)
+    m = re.search(r"ERROR after ([\d.]+)s: (.*)", rank0.stdout)
+    assert m, describe(rank0)
+    assert float(m.group(1)) < 5 + 2
+    assert "devx: all_reduce" in m.group(2) and "gloo engine" in m.group(2)
+
+
+def test_a_rank_that_hangs_is_an_error_within_the_timeout():
+    body = """
+dist.barrier()
+if rank == 1:
+    time.sleep(4.5)
+    os._exit(0)
+start = time.monotonic()
+try:
+    dist.all_reduce(torch.ones(16, device=dev))
+except dist.DistBackendError as e:
+    print("ERROR after %.1fs: %s" % (time.monotonic() - start, e))
+    os._exit(0)
+os._exit(5)
+"""
+    rank0, _ = run_ranks(body, timeout_s=2)
+    assert_child_ok(rank0)
+    m = re.search(r"ERROR after ([\d.]+)s: (.*)", rank0.stdout)
+    assert m, describe(rank0)
+    assert 1.5 < float(m.group(1)) < 2 + 3
+    assert "devx: all_reduce" in m.group(2) and "timed out" in m.group(2).lower()
+
+
+def test_ddp_on_two_ranks_matches_one_process():
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+         str(REPO / "examples" / "ddp_train.py"), "--steps", "4"],
+        env=child_env(), cwd=str(REPO), capture_output=True, text=True, timeout=120,
+    )
+    assert_child_ok(proc)
+    assert "backend devx (engine gloo)" in proc.stdout, describe(proc)
+    m = re.search(r"max \|DDP - single process\| over parameters: (\S+) \(OK", proc.stdout)
+    assert m, describe(proc)
+    assert float(m.group(1)) <= 1e-5
+
+
+@pytest.fixture
+def world_of_one(devx):
+    import torch.distributed as dist
+
+    yield dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("backend", ["nccl", "devx", None])
+def test_backend_choice_is_devx_and_honest(world_of_one, backend):
+    import torch
+
+    dist = world_of_one
+    kwargs = {} if backend is None else {"backend": backend}
+    dist.init_process_group(store=dist.HashStore(), rank=0, world_size=1, **kwargs)
+    pg_backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("devx"))
+    assert pg_backend.name() == "devx"
+    assert dist.get_backend() == "devx"
+    t = torch.arange(6.0, device="cuda")  # devx under mocking
+    ptr = t.data_ptr()
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    assert t.device.type == "devx" and t.data_ptr() == ptr
+    torch.testing.assert_close(t.cpu(), torch.arange(6.0))
+
+
+def test_bad_calls_are_clear_errors(world_of_one):
+    import torch
+    import torch_devx
+
+    dist = world_of_one
+    dist.init_process_group("devx", store=dist.HashStore(), rank=0, world_size=1)
+    assert torch_devx.distributed.engine_name() == "gloo"
+    with pytest.raises(ValueError, match="ReduceOp.AVG needs floating-point"):
+        dist.all_reduce(torch.ones(3, dtype=torch.int64, device="devx"), op=dist.ReduceOp.AVG)
+    with pytest.raises(ValueError, match="mixes devx and CPU tensors"):
+        dist.all_gather([torch.empty(3, device="devx")], torch.ones(3))
+
+
+def test_nccl_maps_to_devx_only_while_mocking(devx):
+    from torch_devx import cuda_mock, distributed
+
+    assert distributed.map_backend("nccl") == "devx"
+    assert distributed.map_backend("cpu:gloo,cuda:nccl") == "cpu:gloo,devx:devx"
+    assert distributed.map_backend("gloo") == "gloo"
+    import torch.distributed as dist
+
+    mocked = dist.init_process_group
+    cuda_mock.disable()
+    try:
+        assert dist.init_process_group is not mocked
+    finally:
+        cuda_mock.enable()
+    assert dist.init_process_group is mocked

@@ -1,0 +1,91 @@
+"""torch.distributed on devx: the `devx` process-group backend.
+
+`dist.init_process_group("devx")` (or, under CUDA mocking, an unchanged `"nccl"`) gives a process
+group whose collectives on devx tensors run in an existing engine — gloo on the cpu_sim vendor,
+NCCL on the cuda vendor — on aliases of the devx memory, with no copies. CPU tensors go to gloo.
+`dist.get_backend()` says "devx"; `engine_name()` says which engine moves the bytes.
+
+Before each collective the ranks compare a hash of their calls (one small all-reduce) so that
+mismatched sizes, dtypes or ops are a ValueError naming every rank's call rather than an
+aborted process (gloo) or a hang; DEVX_DIST_CHECK=0 (read when a group is made) turns this off.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+
+from . import _C, _environ
+
+BACKEND = "devx"
+_CPU = 0  # c10::DeviceType values of the vendor's compute device
+_CUDA = 1
+
+_logger = logging.getLogger(__name__)
+
+
+def _engines(store: Any, rank: int, size: int, timeout: datetime.timedelta) -> tuple[Any, Any, str]:
+    """The engine for devx tensors, the one for CPU tensors, and the former's name."""
+    from torch.distributed import ProcessGroupGloo
+
+    compute = _C._compute_device_type()
+    if compute == _CPU:
+        gloo = ProcessGroupGloo(store, rank, size, timeout)
+        return gloo, gloo, "gloo"
+    if compute == _CUDA and dist.is_nccl_available():
+        from torch.distributed import ProcessGroupNCCL
+
+        options = ProcessGroupNCCL.Options()
+        options._timeout = timeout
+        nccl = ProcessGroupNCCL(dist.PrefixStore("nccl/", store), rank, size, options)
+        gloo = ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
+        return nccl, gloo, "nccl"
+    raise RuntimeError(
+        f"devx process group: the {_C._vendor_name()} vendor computes on device type {compute}, "
+        "for which this torch has no collective engine (gloo serves cpu_sim, NCCL the cuda vendor)"
+    )
+
+
+def _create(store: Any, rank: int, size: int, timeout: datetime.timedelta) -> Any:
+    check_calls = _environ.flag("DEVX_DIST_CHECK", default=True)
+    engine, host_engine, name = _engines(store, rank, size, timeout)
+    _logger.info("rank %d/%d: devx process group over %s (call check %s)", rank, size, name,
+                 "on" if check_calls else "off")
+    return _C.ProcessGroupDevx(engine, host_engine, name, check_calls)
+
+
+def register() -> None:
+    """Registers the `devx` backend with torch.distributed for devx (and CPU) tensors."""
+    if not dist.is_available():
+        return
+    _C._bind_distributed()
+    if BACKEND.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(BACKEND, _create, devices=["devx", "cpu"])
+
+
+def engine_name(group: Optional[dist.ProcessGroup] = None) -> str:
+    """Which engine moves the bytes of devx tensors in `group` (default: the world): gloo or nccl."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    return pg._get_backend(torch.device(BACKEND)).engine_name
+
+
+def map_backend(backend: Any) -> Any:
+    """Under CUDA mocking: "nccl" means devx, and so does "cuda:nccl" in a device:backend list."""
+    if not isinstance(backend, str):
+        return backend
+    if backend.lower() == "nccl":
+        return BACKEND
+    if ":" not in backend:
+        return backend
+    pairs = []
+    for pair in backend.split(","):
+        device, _, name = pair.partition(":")
+        if device.strip() == "cuda":
+            device = BACKEND
+        if name.strip().lower() == "nccl":
+            name = BACKEND
+        pairs.append(f"{device}:{name}")
+    return ",".join(pairs)
