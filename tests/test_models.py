@@ -213,6 +213,45 @@ def test_autocast_on_devx(fallback):
     assert s.dtype == torch.float32
 
 
+def test_bf16_autocast_training_run_matches_cpu_autocast(fallback):
+    """Five SGD steps of a CNN under bf16 autocast on devx follow the same run under CPU autocast
+    (losses and final parameters within bf16 tolerances)."""
+    torch.manual_seed(0)
+    m_cpu = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(6 * 8 * 8, 5))
+    m = copy.deepcopy(m_cpu).devx()
+    x, y = torch.randn(8, 3, 8, 8), torch.randint(0, 5, (8,))
+    losses = {}
+    for model, dev in ((m, "devx"), (m_cpu, "cpu")):
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        losses[dev] = []
+        for _ in range(5):
+            opt.zero_grad()
+            with torch.autocast(dev, dtype=torch.bfloat16):
+                logits = model(x.to(dev))
+                loss = F.cross_entropy(logits, y.to(dev))
+            assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32
+            loss.backward()
+            opt.step()
+            losses[dev].append(loss.item())
+    assert losses["devx"] == pytest.approx(losses["cpu"], rel=1.6e-2, abs=1e-2)
+    assert losses["cpu"][-1] < losses["cpu"][0]
+    for p, q in zip(m.parameters(), m_cpu.parameters()):
+        assert_close(p.detach().cpu(), q.detach(), atol=1e-2, rtol=1.6e-2)
+
+
+def test_autocast_policy_follows_cuda_lists(fallback):
+    """Lower-precision ops (mm), fp32 ops (softmax, layer_norm) and promote ops (cat) as on CUDA."""
+    a = torch.randn(4, 4, device="devx")
+    with torch.autocast("devx", dtype=torch.float16):
+        low = a @ a
+        assert low.dtype == torch.float16
+        assert torch.softmax(low, dim=-1).dtype == torch.float32
+        assert F.layer_norm(low, (4,)).dtype == torch.float32
+        assert torch.cat([low, a]).dtype == torch.float32
+        assert (a + a).dtype == torch.float32  # not on any list: runs as given
+
+
 # --- weight tying and parameter identity
 
 
