@@ -20,7 +20,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LIB_NAME = "libdevx_vendor_cuda.so"
-API_VERSION = 1
+API_VERSION = 2
 C10_DEVICE_TYPE_CUDA = 1
 MiB = 1 << 20
 
@@ -201,7 +201,9 @@ def test_table(lib_path: Path) -> None:
     assert api.api_version == API_VERSION
     assert api.name == b"cuda"
     assert api.compute_device_type == C10_DEVICE_TYPE_CUDA
-    assert api.kernels[0].op is None and api.kernels[0].fn is None
+    # Its own kernels: softmax forward (cuda_softmax.cu), then the terminator.
+    assert api.kernels[0].op == b"_softmax" and api.kernels[0].fn
+    assert api.kernels[1].op is None and api.kernels[1].fn is None
     missing = [name for name, _ in VendorApi._fields_ if not getattr(api, name)]
     assert not missing, f"null entries: {missing}"
 
@@ -351,3 +353,49 @@ def test_oom_then_allocation_still_works(api: VendorApi) -> None:
 
 if __name__ == "__main__":
     print(json.dumps(probe(Path(sys.argv[1]))))
+
+
+class TensorDesc(ctypes.Structure):
+    _fields_ = [("data", c_void_p), ("dtype", c_int), ("ndim", c_int),
+                ("sizes", P(ctypes.c_int64)), ("strides", P(ctypes.c_int64))]
+
+
+SoftmaxKernel = ctypes.CFUNCTYPE(c_int, P(TensorDesc), c_int, P(TensorDesc), c_void_p)
+DEVX_FLOAT32, DEVX_FLOAT16 = 0, 2
+
+
+def test_own_softmax_kernel_matches_a_reference(api: VendorApi, device_buffer: int, stream: int) -> None:
+    import math
+    import random
+
+    softmax = SoftmaxKernel(ctypes.cast(api.kernels[0].fn, c_void_p).value)
+    outer, n, inner = 3, 300, 2  # dim 1 of a (3, 300, 2) float32 tensor; n > the block size
+    count = outer * n * inner
+    rng = random.Random(0)
+    values = [rng.uniform(-8, 8) for _ in range(count)]
+    host = (ctypes.c_float * count)(*values)
+    sizes = (ctypes.c_int64 * 3)(outer, n, inner)
+    strides = (ctypes.c_int64 * 3)(n * inner, inner, 1)
+    out = c_void_p()
+    check(api, api.malloc(0, count * 4, ctypes.byref(out)))
+    try:
+        check(api, api.memcpy_sync(device_buffer, host, count * 4, MemcpyKind.H2D))
+        src = TensorDesc(device_buffer, DEVX_FLOAT32, 3, sizes, strides)
+        dst = TensorDesc(out, DEVX_FLOAT32, 3, sizes, strides)
+        check(api, softmax(ctypes.byref(src), 1, ctypes.byref(dst), stream))
+        check(api, api.stream_synchronize(stream))
+        result = (ctypes.c_float * count)()
+        check(api, api.memcpy_sync(result, out, count * 4, MemcpyKind.D2H))
+        # A declined case: float16 is not handled, and says so without touching memory.
+        half = TensorDesc(device_buffer, DEVX_FLOAT16, 3, sizes, strides)
+        assert softmax(ctypes.byref(half), 1, ctypes.byref(half), stream) == Status.INVALID
+    finally:
+        check(api, api.free(0, out))
+    for o in range(outer):
+        for i in range(inner):
+            row = [values[o * n * inner + k * inner + i] for k in range(n)]
+            top = max(row)
+            total = sum(math.exp(v - top) for v in row)
+            for k in range(n):
+                want = math.exp(row[k] - top) / total
+                assert result[o * n * inner + k * inner + i] == pytest.approx(want, rel=1e-5, abs=1e-7)

@@ -1,4 +1,5 @@
 #include "aten/op_registry.h"
+#include "aten/vendor_kernels.h"
 
 #include <map>
 
@@ -52,20 +53,29 @@ void init_kernel_table() {
   }
   int native = 0;
   for (int i = 0; i < gen::kNumOps; ++i) {
+    const bool computes = compute_key && g_handles[i].hasComputedKernelForDispatchKey(*compute_key) &&
+                          vendor_supports(op_overload_name(i));
+    void* otherwise = computes ? g_compute_kernels[i] : nullptr;
     auto it = own.find(op_overload_name(i));
     if (it != own.end()) {
-      g_kernels[i] = it->second;
-      g_sources[i] = KernelSource::kVendor;
-    } else if (compute_key && g_handles[i].hasComputedKernelForDispatchKey(*compute_key) &&
-               vendor_supports(op_overload_name(i))) {
-      g_kernels[i] = g_compute_kernels[i];
-      g_sources[i] = KernelSource::kCompute;
-    } else {
-      g_kernels[i] = nullptr;
-      g_sources[i] = KernelSource::kFallback;
-      continue;
+      void* fn = it->second;
+      own.erase(it);
+      if (void* adapter = adapt_vendor_kernel(i, fn, otherwise)) {
+        g_kernels[i] = adapter;
+        g_sources[i] = KernelSource::kVendor;
+        ++native;
+        continue;
+      }
+      log::warn(log::Module::OPS, std::string("vendor ") + v.name + " brings a kernel for " +
+                                      op_overload_name(i) + ", which the core has no adapter for; it is not used");
     }
-    ++native;
+    g_kernels[i] = otherwise;
+    g_sources[i] = computes ? KernelSource::kCompute : KernelSource::kFallback;
+    if (computes) ++native;
+  }
+  for (const auto& entry : own) {
+    log::warn(log::Module::OPS, std::string("vendor ") + v.name + " brings a kernel for " + entry.first +
+                                    ", which is not in the op table; it is not used");
   }
   log::info(log::Module::OPS, std::to_string(native) + " of " + std::to_string(gen::kNumOps) +
                                   " generated ops are native on vendor " + v.name);

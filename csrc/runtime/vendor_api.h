@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define DEVX_VENDOR_API_VERSION 1
+#define DEVX_VENDOR_API_VERSION 2
 
 typedef enum DevxStatus {
   DEVX_OK = 0,
@@ -45,12 +45,38 @@ typedef struct DevxDeviceProperties {
   int is_integrated;
 } DevxDeviceProperties;
 
-// A kernel the vendor implements itself. `fn` must have exactly the C++ signature of the aten
-// overload's unboxed kernel (what the generated op wrapper is declared with).
+// Tensors as a vendor's own kernels see them (in the style of DIOPI): device memory, element type,
+// and shape and strides in elements. Nothing of torch crosses the seam.
+typedef enum DevxDType {
+  DEVX_FLOAT32 = 0,
+  DEVX_FLOAT64 = 1,
+  DEVX_FLOAT16 = 2,
+  DEVX_BFLOAT16 = 3,
+} DevxDType;
+
+typedef struct DevxTensorDesc {
+  void* data;
+  DevxDType dtype;
+  int ndim;
+  const int64_t* sizes;
+  const int64_t* strides;
+} DevxTensorDesc;
+
+// A kernel the vendor implements itself, for an aten overload the core has an adapter for
+// (csrc/aten/vendor_kernels.cpp turns the aten call into descriptors, allocates the outputs and
+// keeps the inputs alive until the stream has run the kernel). `fn` has that op's C signature
+// below. The kernel is issued on `stream` and may return before it has run. It returns
+// DEVX_ERROR_INVALID for a case it does not handle (a dtype, a layout): the core then runs the op
+// as if the vendor had no kernel for it.
 typedef struct DevxVendorKernel {
-  const char* op;  // overload name as in native_functions.yaml: "add.out", "_softmax"
+  const char* op;  // overload name as in native_functions.yaml: "_softmax"
   void* fn;
 } DevxVendorKernel;
+
+// "_softmax": out = softmax(in) along `dim` (0 <= dim < ndim); in and out contiguous, same shape
+// and dtype.
+typedef DevxStatus (*DevxSoftmaxKernel)(const DevxTensorDesc* in, int dim, const DevxTensorDesc* out,
+                                        DevxStreamHandle stream);
 
 typedef void (*DevxHostFn)(void* user_data);
 

@@ -45,4 +45,8 @@ DevxStatus event_elapsed_ms(DevxEventHandle start, DevxEventHandle end, float* m
 
 int op_supported(const char* op);
 
+// The vendor's own kernels (kernels.cpp): an empty table unless offer_own_kernels(true) ran.
+const DevxVendorKernel* own_kernels();
+void offer_own_kernels(bool on);
+
 }  // namespace devx::cpu_sim

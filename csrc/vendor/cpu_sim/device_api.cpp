@@ -46,7 +46,11 @@ DevxStatus null_argument(const char* function, const char* argument) {
 
 }  // namespace
 
-DevxStatus init() { return Runtime::get().init(); }
+DevxStatus init() {
+  DevxStatus status = Runtime::get().init();
+  if (status == DEVX_OK) offer_own_kernels(Runtime::get().settings().vendor_kernels);
+  return status;
+}
 
 DevxStatus device_count(int* count) {
   if (count == nullptr) return null_argument("device_count", "count");

@@ -5,9 +5,6 @@
 namespace devx::cpu_sim {
 namespace {
 
-// cpu_sim brings no kernels: ATen's CPU kernels run on aliases of its (host-addressable) memory.
-const DevxVendorKernel kKernels[] = {{nullptr, nullptr}};
-
 // Filled by name, not position: a reordered or inserted field in vendor_api.h cannot silently
 // land in the wrong slot.
 DevxVendorApi make_api() {
@@ -44,7 +41,7 @@ DevxVendorApi make_api() {
   api.event_synchronize = event_synchronize;
   api.event_query = event_query;
   api.event_elapsed_ms = event_elapsed_ms;
-  api.kernels = kKernels;
+  api.kernels = own_kernels();
   api.op_supported = op_supported;
   return api;
 }

@@ -146,6 +146,12 @@ DevxStatus read_settings(Settings* out) {
     }
   }
 
+  if (const char* raw = std::getenv("DEVX_SIM_VENDOR_KERNELS"); raw && !trim(raw).empty()) {
+    if (!parse_switch(trim(raw), &settings.vendor_kernels)) {
+      return bad("DEVX_SIM_VENDOR_KERNELS", raw, "is not a switch; use 0/1, true/false or on/off");
+    }
+  }
+
   *out = settings;
   return DEVX_OK;
 }

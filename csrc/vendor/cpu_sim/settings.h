@@ -16,6 +16,9 @@ struct Settings {
   // DEVX_SIM_UNSUPPORTED_OPS: comma-separated regexes of ops the simulated hardware lacks (matched
   // against "add.out" and "add"), to rehearse a vendor with an incomplete kernel library.
   std::vector<std::regex> unsupported_ops;
+  // DEVX_SIM_VENDOR_KERNELS: offer cpu_sim's own kernels (kernels.cpp) instead of ATen's for the
+  // ops it has them for, to exercise the path of a vendor that brings its own kernels.
+  bool vendor_kernels = false;
 };
 
 constexpr int kMaxDevices = 64;

@@ -5,8 +5,12 @@
 namespace devx::cuda_vendor {
 namespace {
 
-// ATen's CUDA kernels run on this vendor's memory (it is cudaMalloc'd), so the vendor brings none.
-const DevxVendorKernel kKernels[] = {{nullptr, nullptr}};
+// ATen's CUDA kernels run on this vendor's memory (it is cudaMalloc'd); the vendor's own kernels
+// (cuda_softmax.cu) keep the path of a vendor with its own kernel library in use.
+const DevxVendorKernel kKernels[] = {
+    {"_softmax", reinterpret_cast<void*>(&softmax_forward)},
+    {nullptr, nullptr},
+};
 
 // Filled by name, not position: a reordered or inserted field in vendor_api.h cannot silently
 // land in the wrong slot.

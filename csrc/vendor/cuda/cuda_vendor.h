@@ -51,4 +51,7 @@ DevxStatus event_synchronize(DevxEventHandle event);
 DevxStatus event_query(DevxEventHandle event);
 DevxStatus event_elapsed_ms(DevxEventHandle start, DevxEventHandle end, float* ms);
 
+// cuda_softmax.cu: the vendor's own kernels (vendor_api.h signatures)
+DevxStatus softmax_forward(const DevxTensorDesc* in, int dim, const DevxTensorDesc* out, DevxStreamHandle stream);
+
 }  // namespace devx::cuda_vendor
