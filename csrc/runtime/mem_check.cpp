@@ -1,12 +1,11 @@
 #include "runtime/mem_check.h"
 
-#include <c10/util/Backtrace.h>
-
 #include <map>
 #include <mutex>
 #include <sstream>
 
 #include "runtime/env.h"
+#include "runtime/native_stack.h"
 #include "runtime/python_hooks.h"
 
 namespace devx::memcheck {
@@ -20,8 +19,9 @@ struct Record {
   c10::DeviceIndex device;
   uint64_t serial;
   std::string line;
-  std::string python_stack;
-  std::string cpp_backtrace;
+  // With DIPU_MEM_CHECK_ENABLE_BACKTRACE: captured raw at each allocation, named in report().
+  std::vector<PythonFrame> python_stack;
+  std::vector<void*> cpp_stack;
 };
 
 std::mutex g_mutex;
@@ -49,10 +49,10 @@ Init g_init;
 }  // namespace
 
 void on_alloc(void* ptr, size_t size, c10::DeviceIndex device) {
-  Record r{size, device, 0, python_line(), "", ""};
+  Record r{size, device, 0, python_line(), {}, {}};
   if (g_backtrace.load(std::memory_order_relaxed)) {
-    r.python_stack = python_stack();
-    r.cpp_backtrace = c10::get_backtrace(/*frames_to_skip=*/2, /*maximum_number_of_frames=*/32);
+    r.python_stack = python_frames();
+    r.cpp_stack = capture_native_stack(/*skip=*/1, /*max_frames=*/32);
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   r.serial = ++g_serial;
@@ -83,8 +83,13 @@ std::string report() {
     const Record& r = *entry.second;
     os << "\n  " << r.size << " bytes on devx:" << static_cast<int>(r.device) << " at " << entry.first;
     if (!r.line.empty()) os << ", allocated at " << r.line;
-    if (!r.python_stack.empty()) os << "\n    Python stack:\n" << r.python_stack;
-    if (!r.cpp_backtrace.empty()) os << "\n    C++ backtrace:\n" << r.cpp_backtrace;
+    if (!r.python_stack.empty()) {
+      os << "\n    Python stack:";  // most recent call last, as in a traceback
+      for (auto it = r.python_stack.rbegin(); it != r.python_stack.rend(); ++it) {
+        os << "\n      " << it->filename << ":" << it->line << " in " << it->name;
+      }
+    }
+    if (!r.cpp_stack.empty()) os << "\n    C++ backtrace:\n" << format_native_stack(r.cpp_stack);
   }
   return os.str();
 }

@@ -1,14 +1,10 @@
 #include "runtime/memory_history.h"
 
-#include <cxxabi.h>
-#include <dlfcn.h>
-#include <execinfo.h>
-
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
+
+#include "runtime/native_stack.h"
 
 namespace devx::history {
 
@@ -46,24 +42,6 @@ bool wants_stack(Action action, Context context) {
   }
 }
 
-std::string symbol_name(void* pc, std::string* object) {
-  Dl_info info{};
-  if (dladdr(pc, &info) == 0) return "";
-  if (info.dli_fname) *object = info.dli_fname;
-  if (!info.dli_sname) {
-    // A hidden symbol: the offset in its library is what addr2line needs to name it.
-    char offset[32];
-    std::snprintf(offset, sizeof(offset), "+0x%zx",
-                  static_cast<size_t>(static_cast<char*>(pc) - static_cast<char*>(info.dli_fbase)));
-    return offset;
-  }
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-  std::string name = status == 0 && demangled ? demangled : info.dli_sname;
-  std::free(demangled);
-  return name;
-}
-
 }  // namespace
 
 void configure(const Settings* settings, bool clear) {
@@ -91,10 +69,8 @@ CallScope::CallScope(bool is_free) : previous_(t_stack) {
   auto stack = std::make_shared<Stack>();
   stack->python = python_frames();
   if (s.cpp_frames) {
-    void* pcs[kMaxCppFrames];
-    int n = backtrace(pcs, kMaxCppFrames);
-    // Skip this constructor: the first frame worth reading is the allocator's.
-    if (n > 1) stack->cpp.assign(pcs + 1, pcs + n);
+    // From the caller of this constructor: the first frame worth reading is the allocator's.
+    stack->cpp = capture_native_stack(0, kMaxCppFrames);
   }
   stack_ = std::move(stack);
   t_stack = &stack_;
@@ -172,7 +148,7 @@ std::vector<PythonFrame> frames(const Stack& stack) {
   out.reserve(stack.cpp.size() + stack.python.size());
   for (void* pc : stack.cpp) {
     std::string object;
-    std::string name = symbol_name(pc, &object);
+    std::string name = native_symbol(pc, &object);
     // The interpreter's own frames say nothing the Python frames do not say better.
     if (name.rfind("_PyEval", 0) == 0 || name.rfind("PyEval", 0) == 0) break;
     out.push_back({object, 0, name.empty() ? "??" : name});
