@@ -1,6 +1,7 @@
 """Memory history, snapshots in PyTorch's format, the memory timeline and its plot."""
 from __future__ import annotations
 
+import gc
 import importlib.util
 import inspect
 import pickle
@@ -29,6 +30,9 @@ def _line_of(marker: str) -> int:
 def history(devx):
     import torch
 
+    # Earlier tests' tensors held in reference cycles would otherwise be freed by a collection that
+    # lands between a snapshot and the statistics it is checked against.
+    gc.collect()
     torch.devx.empty_cache()  # so that the test's allocations make segments of their own
     torch.devx.memory._record_memory_history(max_entries=100_000, clear_history=True)
     yield torch.devx.memory

@@ -27,4 +27,12 @@ void bump_generation();
 using Listener = void (*)();
 void add_listener(Listener listener);
 
+// A setting read now and again after every change: `env::Watch g_watch(&reload);`.
+struct Watch {
+  explicit Watch(Listener reload) {
+    reload();
+    add_listener(reload);
+  }
+};
+
 }  // namespace devx::env

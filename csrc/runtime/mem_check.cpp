@@ -38,13 +38,7 @@ void reload() {
   }
 }
 
-struct Init {
-  Init() {
-    reload();
-    env::add_listener(&reload);
-  }
-};
-Init g_init;
+env::Watch g_watch(&reload);
 
 }  // namespace
 

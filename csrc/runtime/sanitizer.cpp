@@ -184,13 +184,7 @@ void reload() {
   g_pending.clear();
 }
 
-struct Init {
-  Init() {
-    reload();
-    env::add_listener(&reload);
-  }
-};
-Init g_init;
+env::Watch g_watch(&reload);
 
 }  // namespace
 

@@ -2,7 +2,7 @@
 
 Folder layout (one sub-folder per dumped step):
 
-    OUT/step0/dump.json   {"meta": {...}, "records": {name: record, ...}}   records in call order
+    OUT/step0/dump.json   {"meta": {...}, "records": {name: record, ...}}   one record per line, in call order
     OUT/step0/stack.json  {"stacks": [[frame, ...], ...], "records": {name: index into stacks}}
     OUT/step0/data/       NAME.input.0.pt, NAME.output.0.pt ...   (modes "sample" and "full")
 
@@ -28,6 +28,22 @@ import torch
 from ._summary import Sampling, sample, summarize, tensor_summary
 
 __all__ = ["MODES", "DumpWriter", "busy", "quiet"]
+
+
+def _write_entry_per_line(obj: dict, f) -> None:
+    """JSON with one line per record (or stack): grep and diff find a record on its line, and the file
+    is under half the size of indented JSON, which matters for statistics dumps of every step."""
+    f.write("{")
+    for i, (key, value) in enumerate(obj.items()):
+        f.write(",\n" if i else "\n")
+        f.write(json.dumps(key) + ": ")
+        if isinstance(value, dict) and value:
+            f.write("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items()) + "\n}")
+        elif isinstance(value, list) and value:
+            f.write("[\n" + ",\n".join(" " + json.dumps(v) for v in value) + "\n]")
+        else:
+            f.write(json.dumps(value))
+    f.write("\n}\n")
 
 logger = logging.getLogger("torch_devx.tools.dump")
 
@@ -193,9 +209,9 @@ class DumpWriter:
             meta["sampling"] = [self.sampling.head, self.sampling.tail, self.sampling.every]
         meta.update(self.meta)
         with open(os.path.join(folder, "dump.json"), "w") as f:
-            json.dump({"meta": meta, "records": records}, f, indent=1)
+            _write_entry_per_line({"meta": meta, "records": records}, f)
         with open(os.path.join(folder, "stack.json"), "w") as f:
-            json.dump({"stacks": [list(s) for s in stacks], "records": record_stack}, f, indent=1)
+            _write_entry_per_line({"stacks": [list(s) for s in stacks], "records": record_stack}, f)
         self.written.append(folder)
         logger.info("dumped %d records of step %d to %s", len(records), self.step, folder)
         return folder
