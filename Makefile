@@ -25,8 +25,11 @@ build: $(DEPS)
 demo: build
 	$(PY) examples/train_cuda_style.py
 
+# The suite runs twice: with synchronous streams, and with asynchronous ones (DEVX_SIM_ASYNC=1:
+# ops return before their kernels run), where missing synchronisation would show as wrong data.
 test: build
 	$(PY) -m pytest -q tests
+	DEVX_SIM_ASYNC=1 $(PY) -m pytest -q tests
 	DEVX_MOCK_CUDA=0 $(PY) -m pytest -q tests/test_tensors.py
 
 bench: build

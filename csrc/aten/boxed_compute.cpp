@@ -4,7 +4,9 @@
 
 #include <cstring>
 #include <memory>
+#include <unordered_set>
 
+#include "aten/async_ops.h"
 #include "aten/compute_scope.h"
 #include "aten/cpu_fallback.h"
 #include "aten/diagnostics.h"
@@ -23,6 +25,7 @@ extern const int kNumInheritedStructured;
 namespace {
 
 std::vector<std::string> g_long_tail;
+std::unordered_set<c10::OperatorName> g_long_tail_names;
 std::vector<std::string> g_refused;
 std::unique_ptr<torch::Library> g_library;
 
@@ -44,7 +47,8 @@ bool excluded(const std::string& name) {
 
 // What the long-tail ops are registered to: the boxed compute kernel, inside the diagnostics.
 void diagnosed_boxed_compute(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  if (C10_LIKELY(!diag::gate_open())) {
+  // Issued work and ops run inline after issuing went through the diagnostics when issued.
+  if (C10_LIKELY(!diag::gate_open()) || async::t_inline_depth > 0) {
     boxed_compute(op, ks, stack);
     return;
   }
@@ -58,6 +62,10 @@ void boxed_compute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
   DevxGuard guard(device_of_args(*stack, first, nargs));
+  if (C10_UNLIKELY(g_async_host_streams) && async::issuing()) {
+    async::issue(op, stack);
+    return;
+  }
   ComputeScope scope;
   std::vector<std::pair<size_t, c10::IValue>> originals;  // written arguments, as the caller has them
   std::vector<c10::IValue> aliases;
@@ -125,6 +133,7 @@ std::vector<std::string> register_long_tail() {
     }
     g_library->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&diagnosed_boxed_compute>());
     g_long_tail.push_back(full.substr(std::strlen("aten::")));
+    g_long_tail_names.insert(name);
   }
   // Inherited structured kernels the compute device cannot run: they must reach the fallback.
   for (int i = 0; i < gen::kNumInheritedStructured; ++i) {
@@ -147,6 +156,10 @@ const std::vector<std::string>& long_tail_ops() {
 
 const std::vector<std::string>& long_tail_refused() {
   return g_refused;
+}
+
+bool is_long_tail_op(const c10::OperatorName& name) {
+  return g_long_tail_names.count(name) != 0;
 }
 
 }  // namespace devx

@@ -23,5 +23,7 @@ std::vector<std::string> register_long_tail();
 // refused (op_supported), which run on the CPU fallback.
 const std::vector<std::string>& long_tail_ops();
 const std::vector<std::string>& long_tail_refused();
+// Whether `name` runs on boxed compute.
+bool is_long_tail_op(const c10::OperatorName& name);
 
 }  // namespace devx

@@ -1,6 +1,7 @@
 // Copies in every direction. Device-side work (dtype conversion, strides, broadcasting,
 // conjugate/negative views) is done by the compute device's copy kernel on aliases; host<->device
 // and device<->device byte moves go through the vendor's memcpy on the current stream.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
@@ -8,6 +9,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/resize_ops.h>
 
+#include "aten/async_ops.h"
 #include "aten/compute_scope.h"
 #include "aten/tensor_ops.h"
 #include "runtime/device.h"
@@ -17,11 +19,22 @@ namespace devx::ops {
 
 namespace {
 
-// dst <- src, both on the current devx device.
-void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
+void copy_inline(const at::Tensor& dst, const at::Tensor& src) {
   ComputeScope scope;
   at::Tensor a_dst = scope.in(dst);
   at::_ops::copy_::redispatch(scope.keyset(), a_dst, scope.in(src), false);
+}
+
+// dst <- src, both on the current devx device, in the current stream's order.
+void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
+  if (C10_UNLIKELY(g_async_host_streams) && async::issuing()) {
+    // The copy kernel's own checks would only surface at the next wait.
+    at::assert_no_internal_overlap(dst);
+    at::assert_no_partial_overlap(dst, src);
+    async::launch({dst, src}, [](const std::vector<at::Tensor>& t) { copy_inline(t[0], t[1]); });
+    return;
+  }
+  copy_inline(dst, src);
 }
 
 bool plain_contiguous(const at::Tensor& t) {
@@ -76,7 +89,7 @@ void devx_to_devx(const at::Tensor& src, const at::Tensor& dst) {
   getCurrentDevxStream(src.device().index()).synchronize();
   DevxGuard guard(dst.device());
   at::Tensor target = plain_contiguous(dst) ? dst : at::empty(dst.sizes(), dst.options());
-  // Waits: kernels run on the host as soon as they are called, so the bytes must have landed.
+  // Waits: the bytes must have landed before the destination's stream reads them.
   memcpy_and_wait(target.data_ptr(), staged.data_ptr(), nbytes(target), DEVX_MEMCPY_D2D,
                   getCurrentDevxStream(dst.device().index()));
   if (!target.is_same(dst)) copy_on_device(dst, target);

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "aten/async_ops.h"
 #include "aten/autocompare.h"
 #include "aten/cpu_fallback.h"
 #include "aten/op_dump.h"
@@ -201,6 +202,8 @@ bool intercepts(int op) {
     t_bypass = false;
     return false;
   }
+  // Issued work, and ops run inline after issuing, went through the diagnostics when issued.
+  if (async::t_inline_depth > 0) return false;
   refresh_if_stale();
   return g_flags[op].load(std::memory_order_relaxed) != 0 || g_dump_level.load(std::memory_order_relaxed) > 0 ||
          profiler::recording();

@@ -9,6 +9,7 @@
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
+#include "aten/async_ops.h"
 #include "aten/compute_scope.h"
 #include "aten/diagnostics.h"
 #include "aten/op_registry.h"

@@ -24,8 +24,9 @@
 #include "runtime/log.h"
 #include "runtime/mem_check.h"
 #include "runtime/python_hooks.h"
-#include "runtime/stream.h"
 #include "runtime/sanitizer.h"
+#include "runtime/stream.h"
+#include "runtime/stream_hold.h"
 #include "runtime/trace.h"
 #include "runtime/vendor.h"
 
@@ -312,4 +313,11 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(devx::default_generator(static_cast<c10::DeviceIndex>(i))));
   });
+  m.def("_async_host_streams", [] { return devx::g_async_host_streams; });
+  m.def("_hold_stream", [](int device, int64_t stream_id) {
+    devx::check_device_index(static_cast<c10::DeviceIndex>(device));
+    return devx::hold_stream(devx::DevxStream(
+        c10::Stream(c10::Stream::UNSAFE, devx::devx_device(static_cast<c10::DeviceIndex>(device)), stream_id)));
+  });
+  m.def("_release_stream", &devx::release_stream);
 }

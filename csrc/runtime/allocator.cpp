@@ -1,5 +1,6 @@
 #include "runtime/allocator.h"
 
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "runtime/mem_check.h"
 #include "runtime/memory_history.h"
 #include "runtime/sanitizer.h"
+#include "runtime/stream.h"
 #include "runtime/vendor.h"
 
 namespace devx {
@@ -241,9 +243,19 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
   c10::DeviceIndex device = storage->device().type() == kDevx ? storage->device().index() : current_device();
   c10::DataPtr fresh = devx_allocator()->allocate_on(device, nbytes, devx_device(device));
   size_t keep = std::min(nbytes, storage->nbytes());
-  if (keep > 0 && storage->data() != nullptr) devx_allocator()->copy_data(fresh.get(), storage->data(), keep);
-  storage->set_data_ptr_noswap(std::move(fresh));
+  void* target = fresh.get();
+  c10::DataPtr old = storage->set_data_ptr(std::move(fresh));
   storage->set_nbytes(nbytes);
+  if (keep == 0 || old.get() == nullptr) return;
+  if (g_async_host_streams) {
+    // Work issued before the resize still writes the old bytes: the copy takes its place in the
+    // stream after it, and the old block is released only once the copy has run.
+    auto source = std::make_shared<c10::DataPtr>(std::move(old));
+    launch_host_work(getCurrentDevxStream(device),
+                     [source, target, keep] { std::memmove(target, source->get(), keep); });
+    return;
+  }
+  devx_allocator()->copy_data(target, old.get(), keep);
 }
 
 c10::DeviceIndex allocation_device(const c10::DataPtr& ptr) {

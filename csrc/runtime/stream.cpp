@@ -63,6 +63,11 @@ c10::DeviceIndex resolve(c10::DeviceIndex device) {
 
 thread_local std::vector<c10::StreamId> t_current_streams;
 
+void run_host_work(void* work) {
+  std::unique_ptr<std::function<void()>> owned(static_cast<std::function<void()>*>(work));
+  (*owned)();
+}
+
 }  // namespace
 
 DevxStream::DevxStream(c10::Stream stream) : stream_(stream) {
@@ -134,6 +139,12 @@ void setCurrentDevxStream(DevxStream stream) {
     t_current_streams.resize(device_count(), 0);
   }
   t_current_streams[stream.device_index()] = stream.id();
+}
+
+void launch_host_work(const DevxStream& stream, std::function<void()> work) {
+  auto owned = std::make_unique<std::function<void()>>(std::move(work));
+  DEVX_VENDOR_CHECK(g_vendor->launch_host_func(stream.handle(), &run_host_work, owned.get()));
+  owned.release();
 }
 
 }  // namespace devx

@@ -5,6 +5,8 @@
 
 #include <c10/core/Stream.h>
 
+#include <functional>
+
 #include "runtime/device.h"
 #include "runtime/vendor_api.h"
 
@@ -39,5 +41,10 @@ DevxStream getCurrentDevxStream(c10::DeviceIndex device = -1);
 DevxStream getStreamFromPool(int priority = 0, c10::DeviceIndex device = -1);
 void setCurrentDevxStream(DevxStream stream);
 void stream_priority_range(int* least, int* greatest);
+
+// Runs `work` on the host in `stream`'s order (the vendor's launch_host_func). What it captures is
+// released after it ran, on whatever thread ran it. An exception it throws is the vendor's to
+// report (see async_host_streams).
+void launch_host_work(const DevxStream& stream, std::function<void()> work);
 
 }  // namespace devx

@@ -11,6 +11,7 @@
 namespace devx {
 
 const DevxVendorApi* g_vendor = nullptr;
+bool g_async_host_streams = false;
 
 namespace {
 
@@ -105,6 +106,8 @@ void load_vendor(const std::string& library_dir) {
     TORCH_CHECK(false, "devx: ", chosen.error);
   }
   g_vendor = chosen.api;
+  g_async_host_streams = g_vendor->compute_device_type >= 0 && g_vendor->async_host_streams != nullptr &&
+                         g_vendor->async_host_streams() != 0;
   log::info(log::Module::RUNTIME, std::string("using vendor ") + g_vendor->name);
 }
 

@@ -21,4 +21,8 @@ const DevxVendorApi& vendor();
 // For the common case where the table has been checked already (hot paths).
 extern const DevxVendorApi* g_vendor;
 
+// The loaded vendor's async_host_streams answer: kernels are issued as host functions on the
+// current stream instead of running on the calling thread. Set once, at load.
+extern bool g_async_host_streams;
+
 }  // namespace devx

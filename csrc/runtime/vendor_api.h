@@ -130,7 +130,8 @@ typedef struct DevxVendorApi {
   DevxStatus (*stream_wait_event)(DevxStreamHandle stream, DevxEventHandle event);
   // Run `fn(user_data)` in stream order (after all earlier work on the stream). This is how
   // kernels are issued on a vendor whose compute device is the host. As with
-  // cudaLaunchHostFunc, `fn` must not call back into this API.
+  // cudaLaunchHostFunc, `fn` must not call back into this API, unless the vendor declares
+  // async_host_streams (below).
   DevxStatus (*launch_host_func)(DevxStreamHandle stream, DevxHostFn fn, void* user_data);
 
   // Events. With enable_timing, elapsed_time between two recorded events is the device time
@@ -149,6 +150,16 @@ typedef struct DevxVendorApi {
   // memory; 0 sends the op to the CPU fallback. NULL: every op the compute device implements.
   // Asked once per op, after init().
   int (*op_supported)(const char* op);
+
+  // 1 when this vendor's streams run their work on host threads of their own (cpu_sim with
+  // DEVX_SIM_ASYNC=1) while ATen's kernels of the compute device are host code: the op path then
+  // issues those kernels as host functions on the current stream (launch_host_func) instead of
+  // running them on the calling thread, so that ops return before they finish, as on a GPU.
+  // Such host functions may call this API (allocate, record events, copy), except to synchronise
+  // the stream they run on; an exception a host function throws must be caught by the vendor and
+  // reported by the next synchronisation of that stream. NULL or 0: kernels run on the calling
+  // thread (a synchronous simulator) or are asynchronous by themselves (cuda). Asked after init().
+  int (*async_host_streams)(void);
 } DevxVendorApi;
 
 typedef const DevxVendorApi* (*DevxVendorGetApiFn)(void);

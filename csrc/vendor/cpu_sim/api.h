@@ -44,6 +44,7 @@ DevxStatus event_query(DevxEventHandle event);
 DevxStatus event_elapsed_ms(DevxEventHandle start, DevxEventHandle end, float* ms);
 
 int op_supported(const char* op);
+int async_host_streams();
 
 // The vendor's own kernels (kernels.cpp): an empty table unless offer_own_kernels(true) ran.
 const DevxVendorKernel* own_kernels();

@@ -43,6 +43,7 @@ DevxVendorApi make_api() {
   api.event_elapsed_ms = event_elapsed_ms;
   api.kernels = own_kernels();
   api.op_supported = op_supported;
+  api.async_host_streams = async_host_streams;
   return api;
 }
 

@@ -1,4 +1,5 @@
-// Which ops the simulated hardware has kernels for: all of the CPU's, minus DEVX_SIM_UNSUPPORTED_OPS.
+// How the simulated hardware runs ops: which kernels it has (all of the CPU's, minus
+// DEVX_SIM_UNSUPPORTED_OPS), and whether they run on the streams' own threads (DEVX_SIM_ASYNC).
 #include <regex>
 #include <string>
 
@@ -14,6 +15,12 @@ int op_supported(const char* op) {
     if (std::regex_match(overload, re) || std::regex_match(base, re)) return 0;
   }
   return 1;
+}
+
+// Every entry of this table is thread-safe and a stream's worker never holds a lock another
+// stream's work needs, so host functions may call back into it (the contract of the flag).
+int async_host_streams() {
+  return Runtime::get().async() ? 1 : 0;
 }
 
 }  // namespace devx::cpu_sim

@@ -1,0 +1,436 @@
+#include "aten/async_ops.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/enum_tag.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/SmallVector.h>
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "aten/boxed_compute.h"
+#include "aten/op_registry.h"
+#include "aten/stack_util.h"
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+#include "runtime/stream.h"
+
+namespace devx::gen {
+extern const char* const kOutOverloads[][2];  // generated: out_overloads.cpp
+extern const int kNumOutOverloads;
+}  // namespace devx::gen
+
+namespace devx::async {
+
+thread_local int t_inline_depth = 0;
+
+namespace {
+
+const c10::DispatchKeySet kDevxKeys(c10::DispatchKey::PrivateUse1);
+const c10::DispatchKeySet kMetaKeys(c10::DispatchKey::Meta);
+
+struct InlineScope {
+  InlineScope() { ++t_inline_depth; }
+  ~InlineScope() { --t_inline_depth; }
+  InlineScope(const InlineScope&) = delete;
+  InlineScope& operator=(const InlineScope&) = delete;
+};
+
+// On a stream's worker: ops run here, on this device, and what they allocate belongs to this stream.
+struct WorkerScope : InlineScope {
+  explicit WorkerScope(const DevxStream& stream) {
+    set_device(stream.device_index());
+    setCurrentDevxStream(stream);
+  }
+};
+
+enum class Kind { kView, kInline, kIssue };
+
+struct Plan {
+  Kind kind = Kind::kInline;
+  // The out= overload that writes the op's fresh results; empty: run the op itself and copy them.
+  std::optional<c10::OperatorHandle> out_op;
+};
+
+std::string overload_name(const c10::OperatorName& n) {
+  std::string name = n.name.substr(n.name.find("::") + 2);
+  if (!n.overload_name.empty()) name += "." + n.overload_name;
+  return name;
+}
+
+std::optional<c10::OperatorHandle> out_overload(const c10::OperatorName& name) {
+  static const std::unordered_map<std::string, std::string> outs = [] {
+    std::unordered_map<std::string, std::string> m;
+    for (int i = 0; i < gen::kNumOutOverloads; ++i) m.emplace(gen::kOutOverloads[i][0], gen::kOutOverloads[i][1]);
+    return m;
+  }();
+  auto it = outs.find(overload_name(name));
+  if (it == outs.end()) return std::nullopt;
+  const std::string& out = it->second;
+  const size_t dot = out.find('.');
+  return c10::Dispatcher::singleton().findOp(
+      c10::OperatorName("aten::" + out.substr(0, dot), dot == std::string::npos ? "" : out.substr(dot + 1)));
+}
+
+bool is_tensor_or_list(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  auto list = type->cast<c10::ListType>();
+  return list && list->getElementType()->kind() == c10::TypeKind::TensorType;
+}
+
+// Whether devx runs the op with a compute-device kernel (the CPU fallback synchronises by itself
+// and must not run on a stream's worker).
+bool runs_natively(const c10::OperatorHandle& op) {
+  const int index = op_index(op.operator_name());
+  if (index >= 0) return kernel_source(index) != KernelSource::kFallback;
+  return is_long_tail_op(op.operator_name());
+}
+
+Plan make_plan(const c10::OperatorHandle& op) {
+  Plan plan;
+  const c10::FunctionSchema& schema = op.schema();
+  // Views, and in-place changes of a view (t_, unsqueeze_), touch no data.
+  bool view = op.hasTag(at::Tag::inplace_view);
+  for (const c10::Argument& ret : schema.returns()) view = view || (ret.alias_info() && !ret.alias_info()->isWrite());
+  if (view) {
+    plan.kind = Kind::kView;
+    return plan;
+  }
+  for (const c10::Argument& arg : schema.arguments()) {
+    if (is_generator_arg(arg)) return plan;
+  }
+  if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output)) return plan;
+  if (!runs_natively(op) || !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) return plan;
+  size_t fresh = 0;
+  for (const c10::Argument& ret : schema.returns()) {
+    if (!is_tensor_or_list(ret.type())) return plan;
+    if (!ret.alias_info()) ++fresh;
+  }
+  plan.kind = Kind::kIssue;
+  if (fresh == 0) return plan;
+  std::optional<c10::OperatorHandle> out = out_overload(op.operator_name());
+  if (!out || !runs_natively(*out)) return plan;
+  const auto& args = schema.arguments();
+  const auto& out_args = out->schema().arguments();
+  if (out_args.size() != args.size() + fresh) return plan;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (out_args[i].name() != args[i].name()) return plan;
+  }
+  plan.out_op = out;
+  return plan;
+}
+
+const Plan& plan_for(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static std::unordered_map<const c10::FunctionSchema*, Plan> plans;  // node-based: references stay valid
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = plans.find(&op.schema());
+  if (it == plans.end()) it = plans.emplace(&op.schema(), make_plan(op)).first;
+  return it->second;
+}
+
+// Arguments sharing a storage share one meta (or snapshot) storage, so the kernel sees the
+// sharing (overlap checks, in-place ops reading their own output).
+class StorageMap {
+ public:
+  template <typename Make>
+  const c10::Storage& get(c10::StorageImpl* s, Make make) {
+    for (const auto& [key, value] : storages_) {
+      if (key == s) return value;
+    }
+    storages_.emplace_back(s, make());
+    return storages_.back().second;
+  }
+
+ private:
+  c10::SmallVector<std::pair<c10::StorageImpl*, c10::Storage>, 4> storages_;
+};
+
+at::Tensor tensor_like(const at::Tensor& t, c10::Storage storage, c10::DispatchKeySet keys) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (C10_UNLIKELY(t.is_conj())) impl->_set_conj(true);
+  if (C10_UNLIKELY(t.is_neg())) impl->_set_neg(true);
+  if (C10_UNLIKELY(t.unsafeGetTensorImpl()->is_wrapped_number())) impl->set_wrapped_number(true);
+  return at::Tensor(std::move(impl));
+}
+
+// Meta tensors shaped like the arguments: the meta kernel says what the results look like.
+class ToMeta {
+ public:
+  at::Tensor operator()(const at::Tensor& t) {
+    // CPU scalars mix with meta tensors as they do with devx ones.
+    if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
+    c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+    const c10::Storage& storage = storages_.get(s, [&] {
+      return c10::Storage(c10::Storage::use_byte_size_t(), s->nbytes(), c10::DataPtr(nullptr, c10::Device(c10::kMeta)),
+                          c10::GetAllocator(c10::kMeta), /*resizable=*/true);
+    });
+    return tensor_like(t, storage, kMetaKeys);
+  }
+
+ private:
+  StorageMap storages_;
+};
+
+// A snapshot storage holds a reference on the storage it was taken of.
+void release_storage(void* ctx) {
+  c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(ctx));
+}
+
+// What issued work sees of its arguments: devx tensors over the bytes the argument has now, and
+// copies of CPU tensors (the host may overwrite those as soon as the op returns).
+class Snapshot {
+ public:
+  at::Tensor operator()(const at::Tensor& t) {
+    if (!t.defined()) return t;
+    if (t.device().type() != kDevx) {
+      at::Tensor copy = t.clone();
+      if (t.unsafeGetTensorImpl()->is_wrapped_number()) copy.unsafeGetTensorImpl()->set_wrapped_number(true);
+      return copy;
+    }
+    c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+    const c10::Storage& storage = storages_.get(s, [&] {
+      c10::raw::intrusive_ptr::incref(s);
+      return c10::Storage(c10::Storage::use_byte_size_t(), s->nbytes(),
+                          c10::DataPtr(const_cast<void*>(s->data_ptr().get()), s, &release_storage, s->device()),
+                          devx_allocator(), /*resizable=*/false);
+    });
+    return tensor_like(t, storage, kDevxKeys);
+  }
+
+ private:
+  StorageMap storages_;
+};
+
+// Arguments the native path would reject (other devx devices, CPU tensors that are neither
+// 0-dim nor indices) are left to it, so the error is the same.
+bool arguments_on_device(const torch::jit::Stack& stack, size_t first, size_t n, c10::DeviceIndex device) {
+  for (size_t i = first; i < first + n; ++i) {
+    const c10::IValue& v = stack[i];
+    const bool indices = v.isOptionalTensorList();
+    bool ok = true;
+    c10::IValue copy = v;
+    map_tensors(copy, [&](const at::Tensor& t) {
+      if (t.defined()) {
+        const c10::Device d = t.device();
+        if (d.type() == kDevx ? d.index() != device : !(d.is_cpu() && (indices || t.dim() == 0))) ok = false;
+      }
+      return t;
+    });
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool same_layout(const at::Tensor& a, const at::Tensor& b) {
+  return a.defined() == b.defined() &&
+         (!a.defined() || (a.sizes() == b.sizes() && a.strides() == b.strides() &&
+                           a.storage_offset() == b.storage_offset()));
+}
+
+bool same_layout(const c10::IValue& devx, const c10::IValue& meta) {
+  if (devx.isTensor()) return same_layout(devx.toTensor(), meta.toTensor());
+  if (devx.isTensorList()) {
+    auto a = devx.toTensorList();
+    auto b = meta.toTensorList();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!same_layout(a[i], b[i])) return false;
+    }
+  }
+  return true;
+}
+
+void for_each_tensor(const c10::IValue& v, const std::function<void(const at::Tensor&)>& f) {
+  if (v.isTensor()) {
+    f(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) f(t);
+  } else if (v.isOptionalTensorList()) {
+    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+      if (t.has_value()) f(*t);
+    }
+  }
+}
+
+// Whether a written tensor overlaps itself or partly overlaps another argument.
+bool overlapping_writes(const torch::jit::Stack& stack, size_t first, size_t n,
+                        const std::vector<std::pair<size_t, c10::IValue>>& written) {
+  bool overlap = false;
+  for (const auto& [index, value] : written) {
+    for_each_tensor(value, [&](const at::Tensor& w) {
+      if (!w.defined() || w.device().type() != kDevx) return;
+      if (at::has_internal_overlap(w) == at::MemOverlap::Yes) overlap = true;
+      for (size_t i = first; i < first + n && !overlap; ++i) {
+        for_each_tensor(stack[i], [&](const at::Tensor& t) {
+          if (t.defined() && t.device().type() == kDevx && at::get_overlap_status(w, t) == at::MemOverlapStatus::Partial) {
+            overlap = true;
+          }
+        });
+      }
+    });
+    if (overlap) return true;
+  }
+  return false;
+}
+
+// A devx tensor laid out as meta result `m` (undefined if `m` is: convolution_backward's masked
+// gradients); nullopt when `m` is a tensor on another device.
+std::optional<at::Tensor> allocate_like(const at::Tensor& m) {
+  if (!m.defined()) return m;
+  if (!m.is_meta()) return std::nullopt;
+  return at::detail::empty_strided_generic(m.sizes(), m.strides(), devx_allocator(), kDevxKeys, m.scalar_type());
+}
+
+void copy_result(const c10::IValue& target, const c10::IValue& result) {
+  auto copy_one = [](const at::Tensor& dst, const at::Tensor& src) {
+    if (!dst.defined()) return;
+    TORCH_CHECK(dst.sizes() == src.sizes() && dst.dtype() == src.dtype(), "devx: an issued kernel returned ",
+                src.sizes(), " ", src.dtype(), " where its meta kernel promised ", dst.sizes(), " ", dst.dtype());
+    dst.copy_(src);
+  };
+  if (target.isTensor()) {
+    copy_one(target.toTensor(), result.toTensor());
+    return;
+  }
+  auto dst = target.toTensorList();
+  auto src = result.toTensorList();
+  TORCH_CHECK(dst.size() == src.size(), "devx: an issued kernel returned ", src.size(), " tensors, not ", dst.size());
+  for (size_t i = 0; i < dst.size(); ++i) copy_one(dst[i], src[i]);
+}
+
+bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const size_t first = stack->size() - nargs;
+  const c10::DeviceIndex device = current_device();
+  if (!arguments_on_device(*stack, first, nargs, device)) return false;
+
+  ToMeta to_meta;
+  std::vector<c10::IValue> meta_args;
+  meta_args.reserve(nargs);
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue v = (*stack)[first + i];
+    if (v.isDevice()) {
+      if (v.toDevice().type() == kDevx) v = c10::IValue(c10::Device(c10::kMeta));
+    } else {
+      map_tensors(v, to_meta);
+    }
+    meta_args.push_back(std::move(v));
+  }
+  torch::jit::Stack meta_stack(meta_args);
+  try {
+    op.redispatchBoxed(kMetaKeys, &meta_stack);
+  } catch (const std::exception&) {
+    // No meta kernel for these arguments, or an error: the native kernel, run inline, decides.
+    return false;
+  }
+
+  std::vector<std::pair<size_t, c10::IValue>> written;
+  for (size_t i = 0; i < nargs; ++i) {
+    if (!argument_written(schema, i)) continue;
+    // An argument the op resizes or restrides: its new layout must be visible at once.
+    if (!same_layout((*stack)[first + i], meta_args[i])) return false;
+    written.emplace_back(i, (*stack)[first + i]);
+  }
+  // Meta tensors have no addresses, so meta kernels cannot refuse overlapping writes; the kernel
+  // run inline does, at once, as on the CPU.
+  if (!written.empty() && overlapping_writes(*stack, first, nargs, written)) return false;
+
+  const auto& returns = schema.returns();
+  std::vector<c10::IValue> results;
+  std::vector<size_t> fresh_index;
+  for (size_t r = 0; r < returns.size(); ++r) {
+    if (const c10::IValue* arg = written_argument_for(schema, returns[r], written)) {
+      results.push_back(*arg);
+      continue;
+    }
+    const c10::IValue& m = meta_stack[r];
+    if (m.isTensor()) {
+      std::optional<at::Tensor> t = allocate_like(m.toTensor());
+      if (!t) return false;
+      results.emplace_back(std::move(*t));
+    } else {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& e : m.toTensorList()) {
+        std::optional<at::Tensor> t = allocate_like(e);
+        if (!t) return false;
+        list.push_back(std::move(*t));
+      }
+      results.emplace_back(std::move(list));
+    }
+    fresh_index.push_back(r);
+  }
+
+  if (plan.out_op) {
+    // An out= overload takes no undefined outputs.
+    for (size_t r : fresh_index) {
+      if (results[r].isTensor() && !results[r].toTensor().defined()) return false;
+    }
+  }
+  Snapshot snapshot;
+  torch::jit::Stack work;
+  work.reserve(nargs + fresh_index.size());
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue v = (*stack)[first + i];
+    map_tensors(v, snapshot);
+    work.push_back(std::move(v));
+  }
+  std::vector<c10::IValue> targets;
+  for (size_t r : fresh_index) {
+    c10::IValue v = results[r];
+    map_tensors(v, snapshot);
+    if (plan.out_op) {
+      work.push_back(std::move(v));
+    } else {
+      targets.push_back(std::move(v));
+    }
+  }
+  const DevxStream stream = getCurrentDevxStream(device);
+  launch_host_work(stream, [work_op = plan.out_op ? *plan.out_op : op, work = std::move(work),
+                            targets = std::move(targets), fresh_index = std::move(fresh_index), stream]() mutable {
+    WorkerScope scope(stream);
+    work_op.redispatchBoxed(kDevxKeys, &work);
+    for (size_t k = 0; k < targets.size(); ++k) copy_result(targets[k], work[fresh_index[k]]);
+  });
+  stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
+  for (c10::IValue& v : results) stack->push_back(std::move(v));
+  return true;
+}
+
+void issue_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  issue(op, stack);
+}
+
+}  // namespace
+
+void issue(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const Plan& plan = plan_for(op);
+  if (plan.kind == Kind::kIssue && try_issue(op, plan, stack)) return;
+  if (plan.kind != Kind::kView) getCurrentDevxStream(current_device()).synchronize();
+  InlineScope scope;
+  op.redispatchBoxed(kDevxKeys, stack);
+}
+
+const c10::BoxedKernel& issue_kernel() {
+  static const c10::BoxedKernel kernel = c10::BoxedKernel::makeFromFunction<&issue_boxed>();
+  return kernel;
+}
+
+void launch(const std::vector<at::Tensor>& tensors, std::function<void(const std::vector<at::Tensor>&)> work) {
+  Snapshot snapshot;
+  std::vector<at::Tensor> snapshots;
+  snapshots.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) snapshots.push_back(snapshot(t));
+  const DevxStream stream = getCurrentDevxStream(current_device());
+  launch_host_work(stream, [snapshots = std::move(snapshots), work = std::move(work), stream] {
+    WorkerScope scope(stream);
+    work(snapshots);
+  });
+}
+
+}  // namespace devx::async

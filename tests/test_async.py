@@ -1,0 +1,184 @@
+"""Asynchronous simulation (DEVX_SIM_ASYNC=1): ops are issued to the current stream and return
+before their kernels run; host reads wait; streams overlap unless ordered; memory a stream may
+still use is not handed to a new owner.
+
+Each test runs in a child with DEVX_SIM_ASYNC=1 (the mode is fixed at import), whichever mode the
+suite itself runs in. torch_devx.testing.hold_stream stops a stream at a point of its work, which
+makes "not run yet" observable without timing.
+"""
+from __future__ import annotations
+
+from conftest import assert_child_ok, run_python
+
+PRELUDE = """
+import threading
+import torch
+import torch_devx
+from torch_devx.testing import async_streams, hold_stream
+assert async_streams(), "the child should run with asynchronous streams"
+"""
+
+
+def run_async(code: str) -> None:
+    assert_child_ok(run_python(PRELUDE + code, DEVX_SIM_ASYNC="1"))
+
+
+def test_hold_stream_needs_async_streams():
+    proc = run_python(
+        """
+        import torch, torch_devx
+        from torch_devx.testing import async_streams, hold_stream
+        assert not async_streams()
+        try:
+            with hold_stream():
+                pass
+        except RuntimeError as e:
+            assert "DEVX_SIM_ASYNC=1" in str(e), e
+        else:
+            raise AssertionError("hold_stream on synchronous streams must refuse")
+        """,
+        DEVX_SIM_ASYNC="0",
+    )
+    assert_child_ok(proc)
+
+
+def test_kernels_return_before_they_run():
+    run_async("""
+x = torch.ones(4096, device="devx")
+torch.devx.synchronize()
+done = torch.devx.Event()
+with hold_stream():
+    y = (x * 3 + 1).sum(0, keepdim=True)
+    assert y.shape == (1,) and y.device.type == "devx"   # shapes are known at once
+    done.record()
+    # Deterministic: the stream is held, so nothing issued above can have run.
+    assert not done.query()
+    assert not torch.devx.current_stream().query()
+assert y.item() == 4 * 4096   # the host read waits for the stream
+assert done.query()
+""")
+
+
+def test_missing_wait_stream_gives_wrong_data():
+    # The producer runs on s1 (held until the consumer has run); the consumer on s2 reads y. Without
+    # s2.wait_stream(s1) it reads y before the producer wrote it: the mode catches the bug.
+    run_async("""
+s1, s2 = torch.devx.Stream(), torch.devx.Stream()
+x = torch.full((1000,), 2.0, device="devx")
+y = torch.zeros(1000, device="devx")
+
+def run(wait: bool) -> torch.Tensor:
+    y.zero_()
+    torch.devx.synchronize()
+    with hold_stream(s1):
+        with torch.devx.stream(s1):
+            y.add_(x)
+        with torch.devx.stream(s2):
+            if wait:
+                s2.wait_stream(s1)
+            z = y * 10
+        if not wait:
+            s2.synchronize()   # the consumer is done, the producer has not started
+    torch.devx.synchronize()
+    return z.cpu()
+
+assert torch.equal(run(wait=False), torch.zeros(1000)), "s2 should have read y before s1 wrote it"
+assert torch.equal(run(wait=True), torch.full((1000,), 20.0))
+""")
+
+
+def test_host_reads_and_data_dependent_ops_wait():
+    run_async("""
+s = torch.devx.Stream()
+with torch.devx.stream(s):
+    a = torch.arange(12, device="devx").reshape(3, 4)
+    b = (a % 3 == 0)
+    idx = b.nonzero()                      # shape depends on data: waits, then runs
+    picked = a[b]                          # boolean indexing: the same
+    total = (a * 2).sum()
+    assert idx.tolist() == (torch.arange(12).reshape(3, 4) % 3 == 0).nonzero().tolist()
+    assert picked.tolist() == [0, 3, 6, 9]
+    assert total.item() == 132
+    host = torch.empty(3, 4, dtype=torch.int64)
+    host.copy_(a.t().contiguous().t())     # copy to the CPU waits for the stream
+    assert torch.equal(host, torch.arange(12).reshape(3, 4))
+""")
+
+
+def test_metadata_changes_after_issue_do_not_reach_issued_work():
+    run_async("""
+x = torch.arange(6.0, device="devx").reshape(2, 3)
+out = torch.empty(2, 3, device="devx")
+torch.devx.synchronize()
+with hold_stream():
+    torch.mul(x, 2, out=out)   # issued with x as (2, 3)
+    x.t_()                     # the host changes x's view before the kernel runs
+    y = x + 0                  # issued with x as (3, 2)
+assert torch.equal(out.cpu(), torch.arange(6.0).reshape(2, 3) * 2)
+assert torch.equal(y.cpu(), torch.arange(6.0).reshape(2, 3).t())
+""")
+
+
+def test_freed_block_not_reused_while_a_stream_may_use_it():
+    run_async("""
+s = torch.devx.Stream()
+n = 1 << 18
+x = torch.ones(n, device="devx")
+torch.devx.synchronize()
+ptr = x.data_ptr()
+with hold_stream(s):
+    with torch.devx.stream(s):
+        y = x * 2              # s reads x once released
+    del x                      # the host's last reference goes
+    z = torch.empty(n, device="devx")
+    assert z.data_ptr() != ptr, "x's block was handed out while s may still read it"
+torch.devx.synchronize()
+assert y.sum().item() == 2 * n
+""")
+
+
+def test_threads_streams_and_allocations_in_async_mode():
+    run_async("""
+errors = []
+
+def work(i: int) -> None:
+    try:
+        s = torch.devx.Stream()
+        with torch.devx.stream(s):
+            acc = torch.zeros(256, device="devx")
+            for k in range(150):
+                a = torch.full((1024 + 64 * (k % 7),), float(i), device="devx")
+                b = a[:256] * 2 + k
+                acc += b
+                del a, b
+                if k % 50 == 49:
+                    expected = sum(2.0 * i + j for j in range(k + 1))
+                    assert acc[0].item() == expected, (i, k, acc[0].item(), expected)
+    except BaseException as e:  # reported by the main thread
+        errors.append(repr(e))
+
+base = torch.devx.memory_allocated()
+threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+torch.devx.synchronize()
+assert not errors, errors
+assert torch.devx.memory_allocated() == base
+""")
+
+
+def test_errors_of_issued_kernels_surface_at_the_next_wait():
+    run_async("""
+x = torch.zeros(4, device="devx")
+idx = torch.tensor([0, 7])            # out of range: only the kernel finds out
+try:
+    x.index_add_(0, idx.to("devx"), torch.ones(2, device="devx"))
+    torch.devx.synchronize()
+except (RuntimeError, IndexError) as e:
+    assert "index" in str(e).lower(), e
+else:
+    raise AssertionError("the bad index went unreported")
+assert (x + 1).sum().item() == 4 + x.sum().item()   # the device keeps working
+""")
