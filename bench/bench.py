@@ -12,6 +12,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 from typing import Callable
 
@@ -109,13 +111,27 @@ def autocast_step_maker(device: str) -> Callable[[], object]:
     return step_maker(device, autocast=True)
 
 
+def async_train_step(quick: bool) -> dict[str, float]:
+    """The train step with asynchronous streams (DEVX_SIM_ASYNC=1 is read at import, so in a
+    child process)."""
+    env = dict(os.environ, DEVX_SIM_ASYNC="1")
+    cmd = [sys.executable, os.path.abspath(__file__), "--train-step-only"] + (["--quick"] if quick else [])
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--train-step-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(1)
     repeats, min_time = (3, 0.05) if args.quick else (7, 0.2)
+    if args.train_step_only:
+        r, c, d = ratio(step_maker, repeats, min_time * 2)
+        print(json.dumps({"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}))
+        return
 
     results: dict[str, dict[str, float]] = {}
     print(f"torch {torch.__version__}, devx vendor {torch_devx.vendor}, 1 thread; ratio = devx / cpu")
@@ -130,6 +146,10 @@ def main() -> None:
     r, c, d = ratio(autocast_step_maker, repeats, min_time * 2)
     results["model/autocast_bf16_train_step"] = {"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}
     print(f"  bf16 autocast step cpu {c * 1e3:7.2f} ms  devx {d * 1e3:7.2f} ms  ratio {r:5.2f}")
+    if torch_devx.vendor == "cpu_sim":
+        results["model/train_step_async"] = a = async_train_step(args.quick)
+        print(f"  model train step, DEVX_SIM_ASYNC=1  cpu {a['cpu_us'] / 1e3:7.2f} ms  "
+              f"devx {a['devx_us'] / 1e3:7.2f} ms  ratio {a['ratio']:5.2f}")
 
     # Runtime figures: the cost of one cached allocate/free pair (C++, no Python in the loop) and
     # how much memory a train step reserves beyond what it uses at its peak.
@@ -138,6 +158,8 @@ def main() -> None:
     step = step_maker("devx")
     step()
     torch.devx.synchronize()
+    # What the step itself reserves: not the blocks the benchmarks before it left in the cache.
+    torch.devx.empty_cache()
     torch.devx.reset_peak_memory_stats()
     for _ in range(3):
         step()
@@ -197,6 +219,8 @@ def main() -> None:
         "large_ops_median_ratio": statistics.median(v["ratio"] for k, v in results.items() if k.startswith("large/")),
         "train_step_ratio": results["model/train_step"]["ratio"],
         "autocast_train_step_ratio": results["model/autocast_bf16_train_step"]["ratio"],
+        **({"train_step_async_ratio": results["model/train_step_async"]["ratio"]}
+           if "model/train_step_async" in results else {}),
         "alloc_free_pair_ns": alloc_ns,
         "peak_reserved_over_allocated": peak_ratio,
         "profiled_step_ratio": profiler_ratio,

@@ -142,3 +142,38 @@ def test_threads_streams_and_allocations_interleaved():
     assert not errors, errors
     gc.collect()
     assert [torch.devx.memory_allocated(d) for d in range(2)] == before
+
+
+def test_blocks_are_reused_by_the_stream_that_freed_them(devx):
+    """CUDA's rule: a freed block serves its own stream again, not another one (whose work is not
+    ordered after the work that used it)."""
+    import torch
+
+    n = 3 << 18  # 3 MiB: a large-pool block of its own segment
+    side = torch.devx.Stream()
+    with torch.devx.stream(side):
+        a = torch.empty(n, device="devx")
+        side_ptr = a.data_ptr()
+        del a
+    b = torch.empty(n, device="devx")
+    assert b.data_ptr() != side_ptr
+    with torch.devx.stream(side):
+        c = torch.empty(n, device="devx")
+        assert c.data_ptr() == side_ptr
+    del b, c
+    torch.devx.synchronize()
+
+
+def test_record_stream_on_synchronous_streams_reuses_at_once(devx):
+    """Once the recorded stream has passed the free, the block is reused."""
+    n = 3 << 18
+    side = torch.devx.Stream()
+    x = torch.empty(n, device="devx")
+    ptr = x.data_ptr()
+    x.record_stream(side)
+    del x
+    torch.devx.synchronize()
+    y = torch.empty(n, device="devx")
+    assert y.data_ptr() == ptr
+    with pytest.raises(RuntimeError, match="devx:1"):
+        torch.empty(4, device="devx").record_stream(torch.devx.Stream(device=1))

@@ -182,3 +182,26 @@ else:
     raise AssertionError("the bad index went unreported")
 assert (x + 1).sum().item() == 4 + x.sum().item()   # the device keeps working
 """)
+
+
+def test_record_stream_delays_reuse_until_the_stream_passes():
+    # x is used on s behind the allocator's back (record_stream is all it is told): its block must
+    # not be handed out until s has passed the point where x was freed, and then it is reused.
+    run_async("""
+s = torch.devx.Stream()
+n = 1 << 20                              # 4 MiB: a segment of its own
+x = torch.empty(n, device="devx")
+torch.devx.synchronize()
+ptr = x.data_ptr()
+keep = []
+with hold_stream(s):
+    x.record_stream(s)
+    del x
+    stats = torch.devx.memory_stats()
+    assert stats["active_bytes.all.current"] > stats["allocated_bytes.all.current"], stats
+    keep.append(torch.empty(n, device="devx"))
+    assert keep[-1].data_ptr() != ptr, "reused while s may still use it"
+torch.devx.synchronize()
+again = torch.empty(n, device="devx")    # s has passed: the block is back in the pool
+assert again.data_ptr() == ptr
+""")

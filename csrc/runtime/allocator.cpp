@@ -86,6 +86,11 @@ void free_allocation(void* ptr) {
   report_to_profiler(ptr, -static_cast<int64_t>(size), blocks, device);
 }
 
+// Waits for the events of pending blocks, without the lock (see DeviceBlocks::begin_wait).
+void wait_for(const std::vector<DevxEventHandle>& events) {
+  for (DevxEventHandle event : events) g_vendor->event_synchronize(event);
+}
+
 template <typename F>
 void for_each_stat(DeviceStats& st, F f) {
   for (auto* arr : {&st.allocation, &st.segment, &st.active, &st.inactive_split, &st.allocated_bytes,
@@ -137,7 +142,19 @@ c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, 
   std::optional<history::CallScope> history_scope;
   if (C10_UNLIKELY(history::recording())) history_scope.emplace(/*is_free=*/false);
   std::unique_lock<std::mutex> lock(g_mutex);
-  Block* block = blocks.allocate(round_size(nbytes), nbytes);
+  const int64_t stream = getCurrentDevxStream(device).id();
+  Block* block = blocks.allocate(round_size(nbytes), nbytes, stream);
+  if (C10_UNLIKELY(!block)) {
+    // Blocks other streams may still use come back once those streams pass their events.
+    std::vector<DevxEventHandle> events = blocks.begin_wait();
+    if (!events.empty()) {
+      lock.unlock();
+      wait_for(events);
+      lock.lock();
+      blocks.end_wait();
+      block = blocks.allocate(round_size(nbytes), nbytes, stream);
+    }
+  }
   if (C10_UNLIKELY(!block)) {
     DeviceStats& st = blocks.stats();
     st.num_ooms++;
@@ -184,13 +201,28 @@ void DevxAllocator::emptyCache(c10::MempoolId_t) {
   if (!vendor_loaded()) return;
   std::optional<history::CallScope> history_scope;
   if (C10_UNLIKELY(history::recording())) history_scope.emplace(/*is_free=*/false);
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::unique_lock<std::mutex> lock(g_mutex);
+  for (auto& blocks : all_devices()) {
+    std::vector<DevxEventHandle> events = blocks->begin_wait();
+    if (events.empty()) continue;
+    lock.unlock();
+    wait_for(events);
+    lock.lock();
+    blocks->end_wait();
+  }
   for (auto& blocks : all_devices()) blocks->release_free_segments();
 }
 
-void DevxAllocator::recordStream(const c10::DataPtr&, c10::Stream) {
-  // Kernels and copies complete before the op that issued them returns (no vendor runs the op
-  // path asynchronously yet), so a freed block is idle on every stream and safe to reuse.
+void DevxAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
+  DevxStream s(stream);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live.find(ptr.get());
+  // Not ours (a storage of another allocator, or none): nothing to hold back.
+  if (it == g_live.end()) return;
+  auto [device, block] = it->second;
+  TORCH_CHECK(s.device_index() == device, "devx: record_stream: the tensor is on devx:", static_cast<int>(device),
+              " but the stream on devx:", static_cast<int>(s.device_index()));
+  all_devices()[device]->record_stream(block, s.id());
 }
 
 DeviceStats DevxAllocator::getDeviceStats(c10::DeviceIndex device) {

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "runtime/env.h"
+#include "runtime/device.h"
 #include "runtime/exception.h"
+#include "runtime/stream.h"
 #include "runtime/vendor.h"
 
 namespace devx {
@@ -19,6 +21,8 @@ constexpr size_t kSmallBuffer = 2 << 20;    // segment size of the small pool
 // the memory a half-used 20 MiB segment holds back, and the cache absorbs repeats anyway.
 constexpr size_t kRoundLarge = 2 << 20;
 constexpr size_t kOversizeSlack = 20 << 20;
+
+static_assert(1 + kStreamsPerPool * kPriorityLevels <= 32, "Block::stream_uses has one bit per stream id");
 
 template <typename F>
 void for_pool(bool small, F f) {
@@ -52,14 +56,16 @@ AllocatorSettings read_allocator_settings() {
   return s;
 }
 
-Block* DeviceBlocks::allocate(size_t size, size_t requested) {
+Block* DeviceBlocks::allocate(size_t size, size_t requested, int64_t stream) {
   const bool small = size <= kSmallSize;
-  Block* block = take_free(size, small);
-  if (!block) block = new_segment(size, small);
+  if (C10_UNLIKELY(!pending_.empty())) process_pending();
+  Block* block = take_free(size, small, stream);
+  if (!block) block = new_segment(size, small, stream);
   if (!block) {
     stats_.num_alloc_retries++;
     release_free_segments();
-    block = new_segment(size, small);
+    block = take_free(size, small, stream);
+    if (!block) block = new_segment(size, small, stream);
     if (!block) return nullptr;
   }
   split(block, size);
@@ -78,11 +84,11 @@ Block* DeviceBlocks::allocate(size_t size, size_t requested) {
   return block;
 }
 
-Block* DeviceBlocks::take_free(size_t size, bool small) {
+Block* DeviceBlocks::take_free(size_t size, bool small, int64_t stream) {
   Pool& p = pool(small);
-  Block key{nullptr, size, 0, false, small};
+  Block key{nullptr, size, stream, 0, false, small};
   auto it = p.lower_bound(&key);
-  if (it == p.end()) return nullptr;
+  if (it == p.end() || (*it)->stream != stream) return nullptr;
   Block* b = *it;
   const size_t max_split = settings_->max_split_size;
   // Small requests leave oversize blocks alone; oversize requests take one only if the excess is
@@ -93,7 +99,7 @@ Block* DeviceBlocks::take_free(size_t size, bool small) {
   return b;
 }
 
-Block* DeviceBlocks::new_segment(size_t size, bool small) {
+Block* DeviceBlocks::new_segment(size_t size, bool small, int64_t stream) {
   size_t segment = small ? kSmallBuffer : (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
   void* ptr = nullptr;
   DevxStatus status = g_vendor->malloc(device_, segment, &ptr);
@@ -105,7 +111,7 @@ Block* DeviceBlocks::new_segment(size_t size, bool small) {
   });
   stats_.num_device_alloc++;
   if (segment >= settings_->max_split_size) stats_.oversize_segments.increase(1);
-  auto* block = new Block{ptr, segment, 0, false, small};
+  auto* block = new Block{ptr, segment, stream, 0, false, small};
   record(history::Action::kSegmentAlloc, ptr, segment);
   return block;
 }
@@ -114,7 +120,8 @@ void DeviceBlocks::split(Block* block, size_t size) {
   size_t rest = block->size - size;
   bool worth = block->small ? rest >= 512 : rest > kSmallSize;
   if (!worth || block->size >= settings_->max_split_size) return;
-  auto* remainder = new Block{static_cast<char*>(block->ptr) + size, rest, 0, false, block->small, block, block->next};
+  auto* remainder =
+      new Block{static_cast<char*>(block->ptr) + size, rest, block->stream, 0, false, block->small, block, block->next};
   if (block->next) block->next->prev = remainder;
   block->next = remainder;
   block->size = size;
@@ -122,17 +129,73 @@ void DeviceBlocks::split(Block* block, size_t size) {
 }
 
 void DeviceBlocks::free(Block* block) {
+  for_pool(block->small, [&](size_t i) {
+    stats_.allocation[i].decrease(1);
+    stats_.allocated_bytes[i].decrease(block->size);
+    stats_.requested_bytes[i].decrease(block->requested);
+  });
+  if (block->size >= settings_->max_split_size) stats_.oversize_allocations.decrease(1);
+  if (C10_LIKELY(block->stream_uses == 0)) {
+    release(block);
+    return;
+  }
+  // Still active (CUDA's accounting) until every other stream that used it has passed this point.
+  std::vector<DevxEventHandle> events;
+  for (int64_t id = 0; id < 32; ++id) {
+    if (!(block->stream_uses & (1u << id))) continue;
+    DevxEventHandle event = nullptr;
+    DEVX_VENDOR_CHECK(g_vendor->event_create(device_, /*enable_timing=*/0, &event));
+    events.push_back(event);
+    DEVX_VENDOR_CHECK(g_vendor->event_record(
+        event, DevxStream(c10::Stream(c10::Stream::UNSAFE, devx_device(static_cast<c10::DeviceIndex>(device_)), id))
+                   .handle()));
+  }
+  block->stream_uses = 0;
+  pending_.emplace_back(block, std::move(events));
+}
+
+void DeviceBlocks::record_stream(Block* block, int64_t stream) {
+  if (stream != block->stream) block->stream_uses |= 1u << stream;
+}
+
+void DeviceBlocks::process_pending() {
+  size_t kept = 0;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    auto& [block, events] = pending_[i];
+    bool done = true;
+    for (DevxEventHandle event : events) {
+      DevxStatus status = g_vendor->event_query(event);
+      if (status == DEVX_ERROR_NOT_READY) {
+        done = false;
+        break;
+      }
+      DEVX_VENDOR_CHECK(status);
+    }
+    if (!done) {
+      pending_[kept++] = std::move(pending_[i]);
+      continue;
+    }
+    for (DevxEventHandle event : events) {
+      if (waiters_ > 0) {
+        retired_.push_back(event);
+      } else {
+        g_vendor->event_destroy(event);
+      }
+    }
+    release(block);
+  }
+  pending_.resize(kept);
+}
+
+// A pending block stays `allocated`, so that its free neighbours do not merge it away.
+void DeviceBlocks::release(Block* block) {
   void* const freed_ptr = block->ptr;
   const size_t freed_size = block->requested;
   block->allocated = false;
   for_pool(block->small, [&](size_t i) {
-    stats_.allocation[i].decrease(1);
     stats_.active[i].decrease(1);
-    stats_.allocated_bytes[i].decrease(block->size);
     stats_.active_bytes[i].decrease(block->size);
-    stats_.requested_bytes[i].decrease(block->requested);
   });
-  if (block->size >= settings_->max_split_size) stats_.oversize_allocations.decrease(1);
   Pool& p = pool(block->small);
   if (Block* prev = block->prev; prev && !prev->allocated) {
     p.erase(prev);
@@ -153,7 +216,21 @@ void DeviceBlocks::free(Block* block) {
   record(history::Action::kFreeCompleted, freed_ptr, freed_size);
 }
 
+std::vector<DevxEventHandle> DeviceBlocks::begin_wait() {
+  std::vector<DevxEventHandle> out;
+  for (const auto& [block, events] : pending_) out.insert(out.end(), events.begin(), events.end());
+  if (!out.empty()) ++waiters_;
+  return out;
+}
+
+void DeviceBlocks::end_wait() {
+  if (--waiters_ > 0) return;
+  for (DevxEventHandle event : retired_) g_vendor->event_destroy(event);
+  retired_.clear();
+}
+
 void DeviceBlocks::release_free_segments() {
+  if (!pending_.empty()) process_pending();
   for (Pool* p : {&small_, &large_}) {
     for (auto it = p->begin(); it != p->end();) {
       Block* b = *it;

@@ -4,15 +4,25 @@
 // best-fitting free block of its pool and splits off the rest; a freed block merges with free
 // neighbours of its segment; only whole free segments go back to the vendor (empty_cache, or
 // before an out-of-memory retry). Not thread-safe: the allocator serialises calls.
+//
+// Streams (CUDA's rule): a segment belongs to the stream that allocated it, and its blocks serve
+// only that stream, so a block freed while its stream still has work queued is reused by work
+// queued after it. A block also used on other streams (record_stream) is freed only once an
+// event recorded on each of them at free time has completed; pending blocks are looked at on
+// each allocation, and waited for (by the allocator) before an out-of-memory retry and by
+// empty_cache.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "runtime/memory_history.h"
+#include "runtime/vendor_api.h"
 
 namespace devx {
 
@@ -28,23 +38,33 @@ AllocatorSettings read_allocator_settings();
 struct Block {
   void* ptr;
   size_t size;
+  int64_t stream;  // id of the stream (of this device) whose segment the block is part of
   size_t requested = 0;
   bool allocated = false;
   bool small;
   Block* prev = nullptr;  // neighbours in the same segment
   Block* next = nullptr;
+  uint32_t stream_uses = 0;  // bit i: stream id i may use the block (record_stream)
 };
 
 class DeviceBlocks {
  public:
   DeviceBlocks(int device, const AllocatorSettings* settings) : device_(device), settings_(settings) {}
 
-  // A block of at least `size` (already rounded) bytes, or nullptr if the vendor is out of
-  // memory even after giving back every free segment. Throws on other vendor errors.
-  Block* allocate(size_t size, size_t requested);
+  // A block of at least `size` (already rounded) bytes for stream id `stream`, or nullptr if the
+  // vendor is out of memory even after giving back every free segment. Throws on other vendor
+  // errors.
+  Block* allocate(size_t size, size_t requested, int64_t stream);
   void free(Block* block);
+  // Stream id `stream` may use `block` (an allocated block) from now on.
+  void record_stream(Block* block, int64_t stream);
   // Gives every wholly free segment back to the vendor.
   void release_free_segments();
+  // The events the blocks freed while other streams might use them wait for. The caller waits for
+  // them without the allocator's lock (a stream's work may allocate), then calls end_wait(); until
+  // then the events stay valid.
+  std::vector<DevxEventHandle> begin_wait();
+  void end_wait();
 
   c10::CachingDeviceAllocator::DeviceStats& stats() { return stats_; }
   // Current count and bytes of free blocks that are pieces of a split segment.
@@ -56,24 +76,33 @@ class DeviceBlocks {
   std::vector<const Block*> segment_heads(const std::vector<const Block*>& allocated) const;
 
  private:
-  struct BySize {
+  struct ByStreamAndSize {
     bool operator()(const Block* a, const Block* b) const {
+      if (a->stream != b->stream) return a->stream < b->stream;
       return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
     }
   };
-  using Pool = std::set<Block*, BySize>;
+  using Pool = std::set<Block*, ByStreamAndSize>;
+  // A freed block and the events (one per other stream that used it) it waits for.
+  using Pending = std::pair<Block*, std::vector<DevxEventHandle>>;
 
   Pool& pool(bool small) { return small ? small_ : large_; }
-  Block* take_free(size_t size, bool small);
-  Block* new_segment(size_t size, bool small);
+  Block* take_free(size_t size, bool small, int64_t stream);
+  Block* new_segment(size_t size, bool small, int64_t stream);
   void split(Block* block, size_t size);
   void record(history::Action action, const void* ptr, size_t size) {
     if (C10_UNLIKELY(history::recording())) history::record(device_, action, ptr, size, totals());
   }
+  void release(Block* block);
+  // Frees the pending blocks whose events have completed.
+  void process_pending();
 
   int device_;
   const AllocatorSettings* settings_;
   Pool small_, large_;
+  std::vector<Pending> pending_;
+  int waiters_ = 0;
+  std::vector<DevxEventHandle> retired_;  // completed events, destroyed when nobody waits
   c10::CachingDeviceAllocator::DeviceStats stats_;
 };
 
