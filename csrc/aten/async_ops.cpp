@@ -19,11 +19,6 @@
 #include "runtime/device.h"
 #include "runtime/stream.h"
 
-namespace devx::gen {
-extern const char* const kOutOverloads[][2];  // generated: out_overloads.cpp
-extern const int kNumOutOverloads;
-}  // namespace devx::gen
-
 namespace devx::async {
 
 thread_local int t_inline_depth = 0;
@@ -52,28 +47,12 @@ enum class Kind { kView, kInline, kIssue };
 
 struct Plan {
   Kind kind = Kind::kInline;
-  // The out= overload that writes the op's fresh results; empty: run the op itself and copy them.
-  std::optional<c10::OperatorHandle> out_op;
 };
 
 std::string overload_name(const c10::OperatorName& n) {
   std::string name = n.name.substr(n.name.find("::") + 2);
   if (!n.overload_name.empty()) name += "." + n.overload_name;
   return name;
-}
-
-std::optional<c10::OperatorHandle> out_overload(const c10::OperatorName& name) {
-  static const std::unordered_map<std::string, std::string> outs = [] {
-    std::unordered_map<std::string, std::string> m;
-    for (int i = 0; i < gen::kNumOutOverloads; ++i) m.emplace(gen::kOutOverloads[i][0], gen::kOutOverloads[i][1]);
-    return m;
-  }();
-  auto it = outs.find(overload_name(name));
-  if (it == outs.end()) return std::nullopt;
-  const std::string& out = it->second;
-  const size_t dot = out.find('.');
-  return c10::Dispatcher::singleton().findOp(
-      c10::OperatorName("aten::" + out.substr(0, dot), dot == std::string::npos ? "" : out.substr(dot + 1)));
 }
 
 bool is_tensor_or_list(const c10::TypePtr& type) {
@@ -104,23 +83,20 @@ Plan make_plan(const c10::OperatorHandle& op) {
     if (is_generator_arg(arg)) return plan;
   }
   if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output)) return plan;
+  // Ops whose meta kernel promises other shapes than the CPU kernel makes (native_batch_norm's
+  // saved statistics are empty on the CPU outside training, not on meta; embedding_bag's
+  // auxiliary results).
+  static const char* const kMetaDisagrees[] = {
+      "aten::native_batch_norm", "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit_no_training",
+      "aten::_embedding_bag", "aten::_embedding_bag_forward_only"};
+  for (const char* name : kMetaDisagrees) {
+    if (op.operator_name().name == name) return plan;
+  }
   if (!runs_natively(op) || !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) return plan;
-  size_t fresh = 0;
   for (const c10::Argument& ret : schema.returns()) {
     if (!is_tensor_or_list(ret.type())) return plan;
-    if (!ret.alias_info()) ++fresh;
   }
   plan.kind = Kind::kIssue;
-  if (fresh == 0) return plan;
-  std::optional<c10::OperatorHandle> out = out_overload(op.operator_name());
-  if (!out || !runs_natively(*out)) return plan;
-  const auto& args = schema.arguments();
-  const auto& out_args = out->schema().arguments();
-  if (out_args.size() != args.size() + fresh) return plan;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (out_args[i].name() != args[i].name()) return plan;
-  }
-  plan.out_op = out;
   return plan;
 }
 
@@ -366,15 +342,9 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
     fresh_index.push_back(r);
   }
 
-  if (plan.out_op) {
-    // An out= overload takes no undefined outputs.
-    for (size_t r : fresh_index) {
-      if (results[r].isTensor() && !results[r].toTensor().defined()) return false;
-    }
-  }
   Snapshot snapshot;
   torch::jit::Stack work;
-  work.reserve(nargs + fresh_index.size());
+  work.reserve(nargs);
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue v = (*stack)[first + i];
     map_tensors(v, snapshot);
@@ -384,17 +354,15 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
   for (size_t r : fresh_index) {
     c10::IValue v = results[r];
     map_tensors(v, snapshot);
-    if (plan.out_op) {
-      work.push_back(std::move(v));
-    } else {
-      targets.push_back(std::move(v));
-    }
+    targets.push_back(std::move(v));
   }
+  // The op's own kernel, then a copy into the results allocated here: out= overloads would save
+  // the copy, but some resize or compute differently from their functional form (smooth_l1_loss).
   const DevxStream stream = getCurrentDevxStream(device);
-  launch_host_work(stream, [work_op = plan.out_op ? *plan.out_op : op, work = std::move(work),
-                            targets = std::move(targets), fresh_index = std::move(fresh_index), stream]() mutable {
+  launch_host_work(stream, [op, work = std::move(work), targets = std::move(targets),
+                            fresh_index = std::move(fresh_index), stream]() mutable {
     WorkerScope scope(stream);
-    work_op.redispatchBoxed(kDevxKeys, &work);
+    op.redispatchBoxed(kDevxKeys, &work);
     for (size_t k = 0; k < targets.size(); ++k) copy_result(targets[k], work[fresh_index[k]]);
   });
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());

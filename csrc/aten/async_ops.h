@@ -2,9 +2,9 @@
 // (vendor_api.h, async_host_streams: cpu_sim with DEVX_SIM_ASYNC=1).
 //
 // An op is issued, not run: its results' shapes come from its meta kernel on the calling thread,
-// fresh results are allocated there (in the caller's stream's pool), and the kernel itself — the
-// op's out= overload writing into those results, or the op followed by a copy into them — is
-// queued on the current stream with launch_host_work. The op returns at once; host reads
+// fresh results are allocated there (in the caller's stream's pool), and the kernel itself,
+// followed by a copy of its results into those, is queued on the current stream with
+// launch_host_work. The op returns at once; host reads
 // (copies to the CPU, .item()) wait for the stream as the copy is ordered after the kernel.
 //   * The queued work sees *snapshots* of its tensor arguments: tensors of their own over the
 //     bytes the arguments had when the op was issued, holding the argument's storage. Metadata
