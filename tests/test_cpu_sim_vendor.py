@@ -24,7 +24,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LIB_NAME = "libdevx_vendor_cpu_sim.so"
-API_VERSION = 2
+API_VERSION = 3
 C10_DEVICE_TYPE_CPU = 0
 MiB = 1 << 20
 GiB = 1 << 30

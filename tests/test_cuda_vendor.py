@@ -20,7 +20,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LIB_NAME = "libdevx_vendor_cuda.so"
-API_VERSION = 2
+API_VERSION = 3
 C10_DEVICE_TYPE_CUDA = 1
 MiB = 1 << 20
 

@@ -43,7 +43,8 @@ struct WorkerScope : InlineScope {
   }
 };
 
-enum class Kind { kView, kInline, kIssue };
+// kRunNow: on the calling thread, without waiting; kInline: the same after waiting for the stream.
+enum class Kind { kRunNow, kInline, kIssue };
 
 struct Plan {
   Kind kind = Kind::kInline;
@@ -72,11 +73,14 @@ bool runs_natively(const c10::OperatorHandle& op) {
 Plan make_plan(const c10::OperatorHandle& op) {
   Plan plan;
   const c10::FunctionSchema& schema = op.schema();
-  // Views, and in-place changes of a view (t_, unsqueeze_), touch no data.
-  bool view = op.hasTag(at::Tag::inplace_view);
-  for (const c10::Argument& ret : schema.returns()) view = view || (ret.alias_info() && !ret.alias_info()->isWrite());
-  if (view) {
-    plan.kind = Kind::kView;
+  // Views, and in-place changes of a view (t_, unsqueeze_), touch no data; the vendor's own
+  // kernels queue themselves on the current stream.
+  bool now = op.hasTag(at::Tag::inplace_view);
+  for (const c10::Argument& ret : schema.returns()) now = now || (ret.alias_info() && !ret.alias_info()->isWrite());
+  const int index = op_index(op.operator_name());
+  now = now || (index >= 0 && kernel_source(index) == KernelSource::kVendor);
+  if (now) {
+    plan.kind = Kind::kRunNow;
     return plan;
   }
   for (const c10::Argument& arg : schema.arguments()) {
@@ -85,10 +89,10 @@ Plan make_plan(const c10::OperatorHandle& op) {
   if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output)) return plan;
   // Ops whose meta kernel promises other shapes than the CPU kernel makes (native_batch_norm's
   // saved statistics are empty on the CPU outside training, not on meta; embedding_bag's
-  // auxiliary results).
+  // auxiliary results; layer_norm's statistics of half inputs are float on the CPU).
   static const char* const kMetaDisagrees[] = {
       "aten::native_batch_norm", "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit_no_training",
-      "aten::_embedding_bag", "aten::_embedding_bag_forward_only"};
+      "aten::_embedding_bag", "aten::_embedding_bag_forward_only", "aten::native_layer_norm"};
   for (const char* name : kMetaDisagrees) {
     if (op.operator_name().name == name) return plan;
   }
@@ -379,7 +383,7 @@ void issue_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
 void issue(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const Plan& plan = plan_for(op);
   if (plan.kind == Kind::kIssue && try_issue(op, plan, stack)) return;
-  if (plan.kind != Kind::kView) getCurrentDevxStream(current_device()).synchronize();
+  if (plan.kind != Kind::kRunNow) getCurrentDevxStream(current_device()).synchronize();
   InlineScope scope;
   op.redispatchBoxed(kDevxKeys, stack);
 }

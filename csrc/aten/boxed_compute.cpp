@@ -45,14 +45,26 @@ bool excluded(const std::string& name) {
   return false;
 }
 
-// What the long-tail ops are registered to: the boxed compute kernel, inside the diagnostics.
+// The long-tail kernel proper: issued to the current stream when kernels are host functions on
+// streams (async_ops.h), else boxed compute now.
+void long_tail_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(g_async_host_streams) && async::issuing()) {
+    const size_t nargs = op.schema().arguments().size();
+    DevxGuard guard(device_of_args(*stack, stack->size() - nargs, nargs));
+    async::issue(op, stack);
+    return;
+  }
+  boxed_compute(op, ks, stack);
+}
+
+// What the long-tail ops are registered to: the long-tail kernel, inside the diagnostics.
 void diagnosed_boxed_compute(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   // Issued work and ops run inline after issuing went through the diagnostics when issued.
   if (C10_LIKELY(!diag::gate_open()) || async::t_inline_depth > 0) {
-    boxed_compute(op, ks, stack);
+    long_tail_kernel(op, ks, stack);
     return;
   }
-  diag::run(op, ks, stack, [&](torch::jit::Stack* s) { boxed_compute(op, ks, s); });
+  diag::run(op, ks, stack, [&](torch::jit::Stack* s) { long_tail_kernel(op, ks, s); });
 }
 
 }  // namespace
@@ -62,10 +74,6 @@ void boxed_compute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
   DevxGuard guard(device_of_args(*stack, first, nargs));
-  if (C10_UNLIKELY(g_async_host_streams) && async::issuing()) {
-    async::issue(op, stack);
-    return;
-  }
   ComputeScope scope;
   std::vector<std::pair<size_t, c10::IValue>> originals;  // written arguments, as the caller has them
   std::vector<c10::IValue> aliases;

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define DEVX_VENDOR_API_VERSION 2
+#define DEVX_VENDOR_API_VERSION 3
 
 typedef enum DevxStatus {
   DEVX_OK = 0,
