@@ -43,7 +43,7 @@ struct WorkerScope : InlineScope {
   }
 };
 
-// kRunNow: on the calling thread, without waiting; kInline: the same after waiting for the stream.
+// kRunNow: on the calling thread, without waiting (views); kInline: the same after waiting for the stream.
 enum class Kind { kRunNow, kInline, kIssue };
 
 struct Plan {
@@ -73,12 +73,9 @@ bool runs_natively(const c10::OperatorHandle& op) {
 Plan make_plan(const c10::OperatorHandle& op) {
   Plan plan;
   const c10::FunctionSchema& schema = op.schema();
-  // Views, and in-place changes of a view (t_, unsqueeze_), touch no data; the vendor's own
-  // kernels queue themselves on the current stream.
+  // Views, and in-place changes of a view (t_, unsqueeze_), touch no data.
   bool now = op.hasTag(at::Tag::inplace_view);
   for (const c10::Argument& ret : schema.returns()) now = now || (ret.alias_info() && !ret.alias_info()->isWrite());
-  const int index = op_index(op.operator_name());
-  now = now || (index >= 0 && kernel_source(index) == KernelSource::kVendor);
   if (now) {
     plan.kind = Kind::kRunNow;
     return plan;

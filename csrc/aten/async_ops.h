@@ -14,8 +14,8 @@
 //     whose results' shapes depend on data (nonzero; a failing meta kernel), that return
 //     non-tensors, that draw random numbers (the generator must advance in host order), that
 //     resize a written argument, and those the vendor lacks (the CPU fallback synchronises).
-//     Views run at once without waiting: they touch no data; so do the vendor's own kernels,
-//     which queue themselves on the current stream.
+//     Views run at once without waiting: they touch no data. The vendor's own kernels are not
+//     issued: they queue themselves on the current stream.
 // Neither the issued work nor an op run inline goes through the diagnostics again.
 #pragma once
 

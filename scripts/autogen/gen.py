@@ -4,8 +4,8 @@ For every overload in the table it writes two functions into one of N shard file
   * a compute kernel: runs ATen's kernel of the vendor's compute device on aliases of the devx
     arguments (scope.in / scope.out / scope.sync_back in csrc/aten/compute_scope.h);
   * the wrapper registered for PrivateUse1: device guard -> diagnostics gate -> the vendor's
-    kernel table (issued on the stream when kernels are host functions on streams,
-    csrc/aten/async_ops.h) -> CPU fallback.
+    kernel table (ATen's kernels issued on the stream when kernels are host functions on
+    streams, csrc/aten/async_ops.h; the vendor's own kernels queue themselves) -> CPU fallback.
 Schemas, C++ types and alias annotations all come from torchgen; nothing here parses a schema.
 """
 from __future__ import annotations
@@ -212,7 +212,7 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str]:
         f"    {'return;' if ret_type == 'void' else ''}\n"
         f"  }}\n"
         f"  if (auto fn = reinterpret_cast<{ret_type} (*)({', '.join(b.type for b in bindings)})>(devx::g_kernels[{op_index}])) {{\n"
-        f"    if (C10_UNLIKELY(devx::g_async_host_streams) && devx::async::issuing()) {{\n"
+        f"    if (C10_UNLIKELY(devx::g_async_host_streams) && devx::async::issuing() && devx::kernel_source({op_index}) == devx::KernelSource::kCompute) {{\n"
         f"      {maybe_return}devx::call_boxed<{fn_type}>(devx::async::issue_kernel(), {op_index}, dks{', ' if names else ''}{arglist});\n"
         f"      {'return;' if ret_type == 'void' else ''}\n"
         f"    }}\n"
