@@ -18,6 +18,8 @@ def test_pool_streams_priorities_and_current_stream():
         assert torch.devx.current_stream() == s
         x = torch.ones(10, device="devx") * 3
     assert torch.devx.current_stream() == torch.devx.default_stream()
+    # x was made on s: the default stream must wait for it (asynchronous streams read 0 otherwise).
+    torch.devx.current_stream().wait_stream(s)
     assert x.sum().item() == 30
 
 
