@@ -47,6 +47,37 @@ def test_small_requests_share_a_segment_and_merge_back():
     assert torch.devx.memory_stats(1)["reserved_bytes.all.current"] == before["reserved_bytes.all.current"]
 
 
+def test_whole_free_segments_move_between_pools():
+    _fresh()
+    base = torch.devx.memory_stats(1)
+    small = [torch.empty(512 * 1024, dtype=torch.uint8, device="devx:1") for _ in range(4)]  # one full 2 MiB segment
+    assert torch.devx.memory_stats(1)["segment.small_pool.current"] == base["segment.small_pool.current"] + 1
+    ptr = small[0].data_ptr()
+    del small
+    # A 1.5 MiB request is a large one: it takes the small pool's free segment instead of a new one.
+    big = torch.empty(3 * MiB // 2, dtype=torch.uint8, device="devx:1")
+    stats = torch.devx.memory_stats(1)
+    assert big.data_ptr() == ptr
+    assert stats["reserved_bytes.all.current"] == base["reserved_bytes.all.current"] + 2 * MiB
+    assert stats["segment.small_pool.current"] == base["segment.small_pool.current"]
+    assert stats["segment.large_pool.current"] == base["segment.large_pool.current"] + 1
+    del big
+    # And back: a small request takes the whole free 2 MiB large segment.
+    again = torch.empty(1000, dtype=torch.uint8, device="devx:1")
+    stats = torch.devx.memory_stats(1)
+    assert again.data_ptr() == ptr
+    assert stats["segment.small_pool.current"] == base["segment.small_pool.current"] + 1
+    assert stats["segment.large_pool.current"] == base["segment.large_pool.current"]
+    assert stats["reserved_bytes.all.current"] == base["reserved_bytes.all.current"] + 2 * MiB
+    del again
+    # A segment bigger than 2 MiB is not carved up by small requests.
+    huge = torch.empty(4 * MiB, dtype=torch.uint8, device="devx:1")
+    huge_ptr = huge.data_ptr()
+    del huge
+    parts = [torch.empty(512 * 1024, dtype=torch.uint8, device="devx:1") for _ in range(5)]
+    assert all(not (huge_ptr <= p.data_ptr() < huge_ptr + 4 * MiB) for p in parts)
+
+
 def test_split_block_serves_a_smaller_request():
     _fresh()
     big = torch.empty(8 * MiB, dtype=torch.uint8, device="devx:1")

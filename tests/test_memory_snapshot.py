@@ -52,6 +52,8 @@ def test_snapshot_of_a_model_run_agrees_with_memory_stats(history):
 
     model, loss = _model_step(torch)
     marker = torch.empty(3 * MiB, dtype=torch.uint8, device="devx")  # MARKER-ALLOC
+    # Kernels still queued on a stream (DEVX_SIM_ASYNC=1) allocate and free their temporaries.
+    torch.devx.synchronize()
     snap = history._snapshot()
     stats = torch.devx.memory_stats(0)
     segs = [s for s in snap["segments"] if s["device"] == 0]
@@ -90,6 +92,7 @@ def test_snapshot_loads_in_torch_memory_viz(history):
     from torch.cuda import _memory_viz
 
     _model_step(torch)
+    torch.devx.synchronize()  # the step's frees, once its queued kernels have run (DEVX_SIM_ASYNC=1)
     marker = torch.empty(3 * MiB, dtype=torch.uint8, device="devx")  # VIZ-ALLOC
     line = _line_of("VIZ-ALLOC")
     snap = pickle.loads(pickle.dumps(history._snapshot()))

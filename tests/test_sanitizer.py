@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from conftest import assert_child_ok, run_python
+from conftest import assert_child_ok, describe, run_python
 
 OOB_SCRIPT = textwrap.dedent("""
     import ctypes, torch, torch_devx

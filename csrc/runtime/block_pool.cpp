@@ -30,6 +30,12 @@ void for_pool(bool small, F f) {
   f(static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL));
 }
 
+// The per-pool statistic only (a segment moving between pools stays reserved).
+template <typename F>
+void for_each_pool_type(bool small, F f) {
+  f(static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL));
+}
+
 }  // namespace
 
 AllocatorSettings read_allocator_settings() {
@@ -60,6 +66,7 @@ Block* DeviceBlocks::allocate(size_t size, size_t requested, int64_t stream) {
   const bool small = size <= kSmallSize;
   if (C10_UNLIKELY(!pending_.empty())) process_pending();
   Block* block = take_free(size, small, stream);
+  if (!block) block = adopt_free_segment(size, small, stream);
   if (!block) block = new_segment(size, small, stream);
   if (!block) {
     stats_.num_alloc_retries++;
@@ -97,6 +104,29 @@ Block* DeviceBlocks::take_free(size_t size, bool small, int64_t stream) {
   if (size >= max_split && b->size >= size + kOversizeSlack) return nullptr;
   p.erase(it);
   return b;
+}
+
+Block* DeviceBlocks::adopt_free_segment(size_t size, bool small, int64_t stream) {
+  if (!small && size > kSmallBuffer) return nullptr;
+  Pool& other = pool(!small);
+  Block key{nullptr, kSmallBuffer, stream, 0, false, !small};
+  for (auto it = other.lower_bound(&key); it != other.end(); ++it) {
+    Block* b = *it;
+    if (b->stream != stream || b->size != kSmallBuffer) return nullptr;
+    if (b->prev || b->next) continue;  // a free piece of a bigger large segment
+    other.erase(it);
+    for_each_pool_type(b->small, [&](size_t i) {
+      stats_.segment[i].decrease(1);
+      stats_.reserved_bytes[i].decrease(b->size);
+    });
+    b->small = small;
+    for_each_pool_type(small, [&](size_t i) {
+      stats_.segment[i].increase(1);
+      stats_.reserved_bytes[i].increase(b->size);
+    });
+    return b;
+  }
+  return nullptr;
 }
 
 Block* DeviceBlocks::new_segment(size_t size, bool small, int64_t stream) {

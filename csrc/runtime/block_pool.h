@@ -2,7 +2,8 @@
 // memory comes from the vendor in segments (2 MiB for requests up to 1 MiB — the small pool —,
 // else the request rounded up to 2 MiB); a request takes the
 // best-fitting free block of its pool and splits off the rest; a freed block merges with free
-// neighbours of its segment; only whole free segments go back to the vendor (empty_cache, or
+// neighbours of its segment; a pool short of a 2 MiB segment takes a whole free one from the other
+// pool before asking the vendor; only whole free segments go back to the vendor (empty_cache, or
 // before an out-of-memory retry). Not thread-safe: the allocator serialises calls.
 //
 // Streams (CUDA's rule): a segment belongs to the stream that allocated it, and its blocks serve
@@ -88,6 +89,10 @@ class DeviceBlocks {
 
   Pool& pool(bool small) { return small ? small_ : large_; }
   Block* take_free(size_t size, bool small, int64_t stream);
+  // A whole free 2 MiB segment of the other pool (same stream), moved into this one: the size a
+  // small segment has and a large request of 1-2 MiB gets. A step whose small and large tensors
+  // peak at different times then reuses one set of segments instead of caching both.
+  Block* adopt_free_segment(size_t size, bool small, int64_t stream);
   Block* new_segment(size_t size, bool small, int64_t stream);
   void split(Block* block, size_t size);
   void record(history::Action action, const void* ptr, size_t size) {
