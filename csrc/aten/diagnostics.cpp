@@ -5,6 +5,7 @@
 
 #include <array>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <unordered_map>
 #include <unordered_set>
@@ -232,6 +233,10 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
   } else {
     std::optional<CpuReplay> replay;
     if ((flags & kCompare) && comparable(op)) replay.emplace(op, *stack);
+    // The kernel, native or a Python override, is device work for the sanitizer; one issued to
+    // an async stream is device work until it has run, so the sanitizer waits for it.
+    std::optional<sanitizer::DeviceAccess> device_work;
+    if (flags & kSanitize) device_work.emplace();
     if (flags & kOverride) {
       OverrideRunner runner;
       {
@@ -249,6 +254,8 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
     } else {
       native(stack);
     }
+    if (flags & kSanitize) getCurrentDevxStream().synchronize();
+    device_work.reset();
     if (replay) {
       bool raise = false;
       {
