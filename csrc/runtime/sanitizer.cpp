@@ -91,20 +91,92 @@ size_t g_max_protected = 0;
 int (*g_notify)() = nullptr;
 std::atomic<bool> g_notify_scheduled{false};
 
-// A guarded allocation's pages, as the handler sees them.
+// A guarded allocation's pages, as the handler sees them. Found through a page table (a radix
+// tree of atomics: no rebuild per allocation, a lookup is three loads); a Range is deleted only
+// when no handler can still be reading it.
 struct Range {
   uintptr_t begin, end;  // page aligned
   uintptr_t user;
   size_t size;
-  bool freed;
+  std::atomic<bool> freed{false};
 };
-struct Table {
-  std::vector<Range> ranges;  // by begin
-};
-std::map<uintptr_t, Range> g_ranges;  // under g_mutex; published as an immutable Table
-std::atomic<const Table*> g_table{nullptr};
-std::vector<const Table*> g_retired;  // replaced tables a handler may still be reading
+std::map<uintptr_t, Range*> g_ranges;  // by begin, under g_mutex
+std::vector<Range*> g_retired;         // dropped from the page table, a handler may still read them
 std::atomic<int> g_in_handler{0};
+
+// Page number bits: 47-bit user addresses with 4 KiB pages; larger pages leave the top unused,
+// addresses beyond (5-level paging) are not protected.
+constexpr int kLeafBits = 11, kMidBits = 12, kTopBits = 12;
+struct Leaf {
+  std::atomic<Range*> pages[1 << kLeafBits];
+};
+struct Mid {
+  std::atomic<Leaf*> leaves[1 << kMidBits];
+};
+std::atomic<Mid*> g_top[1 << kTopBits];
+int g_page_shift = 12;
+
+bool page_indices(uintptr_t addr, size_t* top, size_t* mid, size_t* leaf) {
+  const uintptr_t page = addr >> g_page_shift;
+  if (page >> (kLeafBits + kMidBits + kTopBits)) return false;
+  *leaf = page & ((1u << kLeafBits) - 1);
+  *mid = (page >> kLeafBits) & ((1u << kMidBits) - 1);
+  *top = page >> (kLeafBits + kMidBits);
+  return true;
+}
+
+// Under g_mutex: the page-table slot of `addr`, made if missing (never freed: the handler may
+// be walking it).
+std::atomic<Range*>* page_slot_locked(uintptr_t addr) {
+  size_t t, m, l;
+  if (!page_indices(addr, &t, &m, &l)) return nullptr;
+  Mid* mid = g_top[t].load();
+  if (mid == nullptr) {
+    mid = new Mid;
+    for (auto& leaf : mid->leaves) leaf.store(nullptr);
+    g_top[t].store(mid);
+  }
+  Leaf* leaf = mid->leaves[m].load();
+  if (leaf == nullptr) {
+    leaf = new Leaf;
+    for (auto& page : leaf->pages) page.store(nullptr);
+    mid->leaves[m].store(leaf);
+  }
+  return &leaf->pages[l];
+}
+
+// Lock-free, for the handler.
+const Range* find_range(uintptr_t addr) {
+  size_t t, m, l;
+  if (!page_indices(addr, &t, &m, &l)) return nullptr;
+  const Mid* mid = g_top[t].load();
+  const Leaf* leaf = mid ? mid->leaves[m].load() : nullptr;
+  return leaf ? leaf->pages[l].load() : nullptr;
+}
+
+bool can_map(uintptr_t begin, uintptr_t end) {
+  size_t t, m, l;
+  return page_indices(begin, &t, &m, &l) && page_indices(end - 1, &t, &m, &l);
+}
+
+void add_range_locked(Range* r) {
+  g_ranges[r->begin] = r;
+  for (uintptr_t page = r->begin; page < r->end; page += uintptr_t{1} << g_page_shift) page_slot_locked(page)->store(r);
+}
+
+void remove_range_locked(uintptr_t begin) {
+  auto it = g_ranges.find(begin);
+  if (it == g_ranges.end()) return;
+  Range* r = it->second;
+  g_ranges.erase(it);
+  for (uintptr_t page = r->begin; page < r->end; page += uintptr_t{1} << g_page_shift) page_slot_locked(page)->store(nullptr);
+  g_retired.push_back(r);
+  // A handler that starts after this load finds the slots empty, so the retired are free.
+  if (g_in_handler.load() == 0) {
+    for (Range* old : g_retired) delete old;
+    g_retired.clear();
+  }
+}
 
 // Allocations the handler opened (by begin), for the last scope to close again. Lost entries are
 // impossible: a slot is claimed after its pages were opened and the high-water mark raised after
@@ -134,21 +206,6 @@ constexpr uint32_t kAccessSlots = 32;
 HostAccess g_accesses[kAccessSlots];
 std::atomic<uint64_t> g_access_seq{0};
 std::atomic<uint64_t> g_accesses_dropped{0};
-
-const Range* find_range(const Table* t, uintptr_t addr) {
-  if (t == nullptr) return nullptr;
-  const std::vector<Range>& r = t->ranges;
-  size_t lo = 0, hi = r.size();
-  while (lo < hi) {  // first range with begin > addr
-    size_t mid = (lo + hi) / 2;
-    if (r[mid].begin <= addr) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo > 0 && addr < r[lo - 1].end ? &r[lo - 1] : nullptr;
-}
 
 void note_opened(uintptr_t begin) {
   for (uint32_t i = 0; i < kOpenSlots; ++i) {
@@ -181,7 +238,7 @@ void record_host_access(uintptr_t addr, const Range& r, int kind) {
     slot.addr = addr;
     slot.user = r.user;
     slot.size = r.size;
-    slot.freed = r.freed;
+    slot.freed = r.freed.load();
     slot.kind = kind;
     slot.state.store(2, std::memory_order_release);
     return;
@@ -198,7 +255,7 @@ void say(const char* text) {
 bool handle_fault(siginfo_t* info, void* context) {
   if (info->si_code <= 0) return false;  // sent by kill/raise, not a fault
   const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
-  const Range* r = find_range(g_table.load(), addr);  // after g_in_handler went up: see publish_locked
+  const Range* r = find_range(addr);  // after g_in_handler went up: see remove_range_locked
   if (r == nullptr) {
     for (uint32_t i = 0; i < kRecentSlots; ++i) {
       if (addr >= g_recent_begin[i].load() && addr < g_recent_end[i].load()) return true;
@@ -242,18 +299,6 @@ void on_segv(int sig, siginfo_t* info, void* context) {
   if (info->si_code <= 0) ::raise(sig);
 }
 
-void publish_locked() {
-  auto* t = new Table;
-  t->ranges.reserve(g_ranges.size());
-  for (const auto& [begin, r] : g_ranges) t->ranges.push_back(r);
-  g_retired.push_back(g_table.exchange(t));
-  // A handler that starts after this load sees the new table, so the old ones are free.
-  if (g_in_handler.load() == 0) {
-    for (const Table* old : g_retired) delete old;
-    g_retired.clear();
-  }
-}
-
 bool protect_range(uintptr_t begin, uintptr_t end, int prot) {
   return mprotect(reinterpret_cast<void*>(begin), end - begin, prot) == 0;
 }
@@ -267,10 +312,10 @@ void close_opened_locked() {
     if (g_open[i].load(std::memory_order_relaxed) == 0) continue;
     const uintptr_t begin = g_open[i].exchange(0);
     auto it = g_ranges.find(begin);  // an allocation released meanwhile is not protected again
-    if (it != g_ranges.end()) protect_range(it->second.begin, it->second.end, PROT_NONE);
+    if (it != g_ranges.end()) protect_range(it->second->begin, it->second->end, PROT_NONE);
   }
   if (overflow) {
-    for (const auto& [begin, r] : g_ranges) protect_range(r.begin, r.end, PROT_NONE);
+    for (const auto& [begin, r] : g_ranges) protect_range(r->begin, r->end, PROT_NONE);
   }
 }
 
@@ -283,14 +328,14 @@ void unprotect_locked(const Allocation& a) {
   g_recent_end[slot].store(0);
   g_recent_begin[slot].store(begin);
   g_recent_end[slot].store(begin + a.total);
-  if (g_ranges.erase(begin)) publish_locked();
+  remove_range_locked(begin);
 }
 
 // Protection everywhere off: the handler stays installed (it may be running) and lets faults
-// in the published ranges retry.
+// in known ranges retry.
 void stop_protecting_locked(const std::string& why) {
   if (!g_protecting.exchange(false)) return;
-  for (const auto& [begin, r] : g_ranges) protect_range(r.begin, r.end, PROT_READ | PROT_WRITE);
+  for (const auto& [begin, r] : g_ranges) protect_range(r->begin, r->end, PROT_READ | PROT_WRITE);
   if (!why.empty()) {
     g_gave_up = true;
     log::warn(log::Module::ALLOC, "devx sanitizer: host accesses to device memory are no longer detected: " + why);
@@ -320,6 +365,7 @@ bool protection_ready_locked() {
   if (g_vendor->compute_device_type != static_cast<int>(c10::kCPU)) return false;
   if (!g_handler_installed) {
     g_page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    while ((size_t{1} << g_page_shift) < g_page) ++g_page_shift;
     g_max_protected = max_map_count() / 4;
     if (!install_handler_locked()) {
       g_gave_up = true;
@@ -331,7 +377,7 @@ bool protection_ready_locked() {
   // Allocations still guarded from an earlier period are protected again.
   g_protecting.store(true);
   if (g_busy.load() == 0) {
-    for (const auto& [begin, r] : g_ranges) protect_range(r.begin, r.end, PROT_NONE);
+    for (const auto& [begin, r] : g_ranges) protect_range(r->begin, r->end, PROT_NONE);
   }
   return true;
 }
@@ -565,16 +611,19 @@ void* allocate(c10::DeviceIndex device, size_t nbytes) {
   DEVX_VENDOR_CHECK(g_vendor->memset_sync(b + kGuard + nbytes, kCanary, total - kGuard - nbytes));
   Allocation a{device, b, total, b + kGuard, nbytes, python_line(), "", v, vendor_size, protect};
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (a.protect && g_protecting.load()) {
-    const auto begin = reinterpret_cast<uintptr_t>(b);
-    g_ranges[begin] = Range{begin, begin + total, reinterpret_cast<uintptr_t>(a.user), nbytes, false};
-    publish_locked();
+  const auto begin = reinterpret_cast<uintptr_t>(b);
+  if (a.protect && g_protecting.load() && can_map(begin, begin + total)) {
+    auto* r = new Range;
+    r->begin = begin;
+    r->end = begin + total;
+    r->user = reinterpret_cast<uintptr_t>(a.user);
+    r->size = nbytes;
+    add_range_locked(r);
     // Made by device work (a kernel's output): open until that work ends, saving it a fault.
     if (g_busy.load() > 0) {
       note_opened(begin);
     } else if (!protect_range(begin, begin + total, PROT_NONE)) {
-      g_ranges.erase(begin);
-      publish_locked();
+      remove_range_locked(begin);
       a.protect = false;
     }
   } else {
@@ -596,6 +645,11 @@ void release(void* ptr) {
   Allocation a = std::move(it->second);
   g_live.erase(it);
   a.freed_at = freed_at.empty() ? "(no Python frame)" : freed_at;
+  if (a.protect && g_protecting.load()) {
+    // Opened by hand rather than by a fault per page touched; protected again as device work ends.
+    const auto begin = reinterpret_cast<uintptr_t>(a.base);
+    if (protect_range(begin, begin + a.total, PROT_READ | PROT_WRITE)) note_opened(begin);
+  }
   std::string report = check_guards(a, "(found when it was freed)");
   if (!enabled()) {
     // Made while the sanitizer was on, freed after: no quarantine, and no check point to raise at.
@@ -614,10 +668,7 @@ void release(void* ptr) {
     // Quarantined: host reads of it are reads of freed memory. Device work re-protects it as it
     // ends (a.protect holds, so its pages are in the open list or were never opened).
     auto it = g_ranges.find(reinterpret_cast<uintptr_t>(a.base));
-    if (it != g_ranges.end()) {
-      it->second.freed = true;
-      publish_locked();
-    }
+    if (it != g_ranges.end()) it->second->freed.store(true);
   }
   const auto key = reinterpret_cast<uintptr_t>(a.user);
   g_quarantine_bytes += a.vendor_size;
