@@ -45,7 +45,20 @@ def run_ranks(body: str, world: int = 2, timeout_s: float = 10, **env: str) -> l
     return run_many(jobs, timeout=90)
 
 
-def test_collectives_and_async_work_on_devx_tensors():
+# Under DEVX_SIM_SANITIZE, gloo's threads read and write devx memory while collectives run: that
+# is device work, not host code touching device memory; and detection is still on afterwards.
+SANITIZED_TAIL = """
+import ctypes
+try:
+    ctypes.string_at(t.data_ptr(), 4)
+    print("UNDETECTED")
+except RuntimeError as e:
+    print("DETECTED", "host code read device memory" in str(e))
+"""
+
+
+@pytest.mark.parametrize("sanitize", ["0", "1"])
+def test_collectives_and_async_work_on_devx_tensors(sanitize):
     body = """
 base = torch.arange(4.0) + rank                        # rank 0: 0 1 2 3, rank 1: 1 2 3 4
 both = [torch.arange(4.0), torch.arange(4.0) + 1]
@@ -157,9 +170,12 @@ for w in works:
     close(w.result()[0], torch.zeros(8))
 print("OK", rank)
 """
-    for proc in run_ranks(body):
+    if sanitize == "1":
+        body += SANITIZED_TAIL
+    for proc in run_ranks(body, DEVX_SIM_SANITIZE=sanitize):
         assert_child_ok(proc)
         assert "OK" in proc.stdout
+        assert ("DETECTED True" in proc.stdout) == (sanitize == "1")
 
 
 def test_mismatched_sizes_dtypes_and_ops_are_clear_errors_and_the_group_survives():

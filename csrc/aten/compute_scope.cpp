@@ -11,6 +11,7 @@
 #include "runtime/device.h"
 #include "runtime/exception.h"
 #include "runtime/generator.h"
+#include "runtime/sanitizer.h"
 #include "runtime/vendor.h"
 
 namespace devx {
@@ -110,6 +111,7 @@ c10::Storage devx_storage_for(c10::StorageImpl* s, c10::DeviceIndex device) {
 
 c10::Storage copy_foreign(c10::StorageImpl* s, c10::DeviceIndex device) {
   size_t n = s->nbytes();
+  sanitizer::DeviceAccess access;
   c10::DataPtr fresh = devx_allocator()->allocate_on(device, n, devx_device(device));
   if (n > 0) {
     DevxMemcpyKind kind = g_compute_type == static_cast<int>(c10::kCPU) ? DEVX_MEMCPY_H2D : DEVX_MEMCPY_D2D;
@@ -134,10 +136,15 @@ ComputeScope::ComputeScope()
   TORCH_CHECK(g_compute_type >= 0, "devx: vendor '", vendor().name,
               "' runs no ATen kernels on its memory; this op needs a kernel of its own");
   if (g_alias_allocator) t_route_device = device_;
+  if (C10_UNLIKELY(sanitizer::enabled())) {
+    device_work_ = true;
+    sanitizer::enter_device_work();
+  }
 }
 
 ComputeScope::~ComputeScope() {
   t_route_device = previous_route_;
+  if (C10_UNLIKELY(device_work_)) sanitizer::leave_device_work();
 }
 
 at::Tensor ComputeScope::in(const at::Tensor& t) const {

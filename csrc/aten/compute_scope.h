@@ -57,6 +57,9 @@ class ComputeScope {
   // kernels see the sharing (overlap checks, in-place ops reading their own output).
   c10::intrusive_ptr<c10::StorageImpl> alias_storage(c10::StorageImpl* devx_storage) const;
   mutable c10::SmallVector<std::pair<c10::StorageImpl*, c10::intrusive_ptr<c10::StorageImpl>>, 4> aliases_;
+  // DEVX_SIM_SANITIZE: the kernel's reads and writes through the aliases are device work, not
+  // host code touching devx memory (see sanitizer.h).
+  bool device_work_ = false;
   c10::DeviceIndex device_;
   c10::Device compute_device_;
   c10::DispatchKeySet keyset_;

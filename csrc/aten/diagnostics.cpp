@@ -5,6 +5,7 @@
 
 #include <array>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <unordered_map>
 #include <unordered_set>
@@ -230,6 +231,11 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
     const size_t nargs = op.schema().arguments().size();
     hooked_args.assign(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
   }
+  // The kernel (native, fallback or a Python override) and the sanitizer's check after it are
+  // device work for the sanitizer, in one scope so the pages the kernel opened stay open for the
+  // check; one issued to an async stream is device work until it has run, so it is waited for.
+  std::optional<sanitizer::DeviceAccess> device_work;
+  if (flags & kSanitize) device_work.emplace();
   if (flags & kForce) {
     cpu_fallback(op, ks, stack);
   } else {
@@ -252,6 +258,7 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
     } else {
       native(stack);
     }
+    if (flags & kSanitize) getCurrentDevxStream().synchronize();
     if (replay) {
       bool raise = false;
       {
@@ -261,6 +268,14 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
       replay->compare(*stack, raise, python_line);
     }
   }
+  if (flags & kSanitize) {
+    const size_t nret = op.schema().returns().size();
+    std::vector<const void*> ptrs;
+    collect_storages(hooked_args.begin(), hooked_args.end(), &ptrs);
+    collect_storages(stack->end() - static_cast<std::ptrdiff_t>(nret), stack->end(), &ptrs);
+    sanitizer::check_pointers(ptrs, "after op " + name);
+  }
+  device_work.reset();
   if (dump_level > 1) dump_results(op, *stack, dump_level);
   if (flags & kHook) {
     OpHook hook;
@@ -271,13 +286,6 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
     const size_t nret = op.schema().returns().size();
     std::vector<c10::IValue> results(stack->end() - static_cast<std::ptrdiff_t>(nret), stack->end());
     if (hook) hook(name, hooked_args, results);
-  }
-  if (flags & kSanitize) {
-    const size_t nret = op.schema().returns().size();
-    std::vector<const void*> ptrs;
-    collect_storages(hooked_args.begin(), hooked_args.end(), &ptrs);
-    collect_storages(stack->end() - static_cast<std::ptrdiff_t>(nret), stack->end(), &ptrs);
-    sanitizer::check_pointers(ptrs, "after op " + name);
   }
 }
 

@@ -6,16 +6,24 @@
 #include "distributed/call_check.h"
 #include "distributed/work_devx.h"
 #include "runtime/device.h"
+#include "runtime/sanitizer.h"
 #include "runtime/stream.h"
 
 namespace devx::dist {
 
 namespace {
 
+// DEVX_SIM_SANITIZE: the engine's threads read and write the devx memory (zero copy) until its
+// work completes, so that is device work from the collective's first step (engine_for, before
+// any view is made) until then. Handed from engine_for to wrap, on this thread.
+thread_local std::shared_ptr<sanitizer::DeviceWorkHold> t_issuing;
+
 // The engine's view of a devx tensor: a tensor of the compute device over the same bytes.
 at::Tensor engine_view(const at::Tensor& t) {
   if (!t.defined() || t.device().type() != kDevx) return t;
   DevxGuard guard(t.device().index());
+  // A transport's system calls on the bytes do not fault; they must find them open.
+  if (C10_UNLIKELY(t_issuing)) sanitizer::open_for_system_calls(t.storage().data());
   ComputeScope scope;
   return scope.in(t);
 }
@@ -112,6 +120,8 @@ c10d::Backend& ProcessGroupDevx::engine_for(const char* collective, std::initial
   }
   TORCH_CHECK_VALUE(!(any_devx && any_cpu), "devx: ", collective,
                     " mixes devx and CPU tensors; give it tensors of one kind");
+  // Replaces (and so releases) one left by a collective that failed before its wrap.
+  t_issuing = sanitizer::enabled() && any_devx ? std::make_shared<sanitizer::DeviceWorkHold>() : nullptr;
   for (at::TensorList ts : groups) await_streams(ts);
   return any_cpu ? *host_engine_ : *engine_;
 }
@@ -120,12 +130,14 @@ void ProcessGroupDevx::check(const CallSignature& signature) {
   if (check_calls_ && size_ > 1) check_same_call(*host_engine_, signature, engine_name_);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::wrap(c10::intrusive_ptr<c10d::Work> engine_work,
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::wrap(const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
                                                       std::vector<at::Tensor> outputs, c10d::OpType type,
                                                       const char* collective) {
+  std::shared_ptr<sanitizer::DeviceWorkHold> hold = std::move(t_issuing);
+  c10::intrusive_ptr<c10d::Work> engine_work = issue();
   std::string what = describe(collective, outputs);
   return c10::make_intrusive<WorkDevx>(std::move(engine_work), std::move(outputs), rank_, type, std::move(what),
-                                       engine_name_);
+                                       engine_name_, std::move(hold));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::broadcast(std::vector<at::Tensor>& tensors,
@@ -133,7 +145,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::broadcast(std::vector<at::Tenso
   c10d::Backend& engine = engine_for("broadcast", {tensors});
   check(CallSignature("broadcast").tensors(tensors).value("src", opts.rootRank));
   auto views = engine_views(tensors);
-  return wrap(engine.broadcast(views, opts), tensors, c10d::OpType::BROADCAST, "broadcast");
+  return wrap([&] { return engine.broadcast(views, opts); }, tensors, c10d::OpType::BROADCAST, "broadcast");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce(std::vector<at::Tensor>& tensors,
@@ -146,7 +158,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce(std::vector<at::Tenso
     o.reduceOp = c10d::ReduceOp::SUM;
   }
   auto views = engine_views(tensors);
-  return wrap(engine.allreduce(views, o), tensors, c10d::OpType::ALLREDUCE, "all_reduce");
+  return wrap([&] { return engine.allreduce(views, o); }, tensors, c10d::OpType::ALLREDUCE, "all_reduce");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -159,7 +171,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce_coalesced(std::vector
     o.reduceOp = c10d::ReduceOp::SUM;
   }
   auto views = engine_views(tensors);
-  return wrap(engine.allreduce_coalesced(views, o), tensors, c10d::OpType::ALLREDUCE_COALESCED,
+  return wrap([&] { return engine.allreduce_coalesced(views, o); }, tensors, c10d::OpType::ALLREDUCE_COALESCED,
               "all_reduce_coalesced");
 }
 
@@ -173,7 +185,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::reduce(std::vector<at::Tensor>&
     o.reduceOp = c10d::ReduceOp::SUM;
   }
   auto views = engine_views(tensors);
-  return wrap(engine.reduce(views, o), tensors, c10d::OpType::REDUCE, "reduce");
+  return wrap([&] { return engine.reduce(views, o); }, tensors, c10d::OpType::REDUCE, "reduce");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -184,7 +196,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allgather(std::vector<std::vect
   check(CallSignature("all_gather").tensors(inputs));
   auto out_views = engine_views(outputs);
   auto in_views = engine_views(inputs);
-  return wrap(engine.allgather(out_views, in_views, opts), out_flat, c10d::OpType::ALLGATHER, "all_gather");
+  return wrap([&] { return engine.allgather(out_views, in_views, opts); }, out_flat, c10d::OpType::ALLGATHER, "all_gather");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -193,7 +205,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::_allgather_base(at::Tensor& out
   check(CallSignature("all_gather_into_tensor").tensor(output).tensor(input));
   at::Tensor out_view = engine_view(output);
   at::Tensor in_view = engine_view(input);
-  return wrap(engine._allgather_base(out_view, in_view, opts), {output}, c10d::OpType::_ALLGATHER_BASE,
+  return wrap([&] { return engine._allgather_base(out_view, in_view, opts); }, {output}, c10d::OpType::_ALLGATHER_BASE,
               "all_gather_into_tensor");
 }
 
@@ -205,7 +217,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allgather_coalesced(std::vector
   check(CallSignature("all_gather_coalesced").tensors(inputs));
   auto out_views = engine_views(outputs);
   auto in_views = engine_views(inputs);
-  return wrap(engine.allgather_coalesced(out_views, in_views, opts), out_flat, c10d::OpType::ALLGATHER_COALESCED,
+  return wrap([&] { return engine.allgather_coalesced(out_views, in_views, opts); }, out_flat, c10d::OpType::ALLGATHER_COALESCED,
               "all_gather_coalesced");
 }
 
@@ -216,7 +228,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allgather_into_tensor_coalesced
   check(CallSignature("all_gather_into_tensor_coalesced").tensors(outputs).tensors(inputs));
   auto out_views = engine_views(outputs);
   auto in_views = engine_views(inputs);
-  return wrap(engine.allgather_into_tensor_coalesced(out_views, in_views, opts), outputs, c10d::OpType::COALESCED,
+  return wrap([&] { return engine.allgather_into_tensor_coalesced(out_views, in_views, opts); }, outputs, c10d::OpType::COALESCED,
               "all_gather_into_tensor_coalesced");
 }
 
@@ -228,7 +240,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::gather(std::vector<std::vector<
   check(CallSignature("gather").tensors(inputs).value("dst", opts.rootRank));
   auto out_views = engine_views(outputs);
   auto in_views = engine_views(inputs);
-  return wrap(engine.gather(out_views, in_views, opts), out_flat, c10d::OpType::GATHER, "gather");
+  return wrap([&] { return engine.gather(out_views, in_views, opts); }, out_flat, c10d::OpType::GATHER, "gather");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::scatter(std::vector<at::Tensor>& outputs,
@@ -239,7 +251,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::scatter(std::vector<at::Tensor>
   check(CallSignature("scatter").tensors(outputs).value("src", opts.rootRank));
   auto out_views = engine_views(outputs);
   auto in_views = engine_views(inputs);
-  return wrap(engine.scatter(out_views, in_views, opts), outputs, c10d::OpType::SCATTER, "scatter");
+  return wrap([&] { return engine.scatter(out_views, in_views, opts); }, outputs, c10d::OpType::SCATTER, "scatter");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -257,7 +269,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::reduce_scatter(std::vector<at::
     in_views = engine_views(inputs);
   }
   auto out_views = engine_views(outputs);
-  return wrap(engine.reduce_scatter(out_views, in_views, o), outputs, c10d::OpType::REDUCE_SCATTER,
+  return wrap([&] { return engine.reduce_scatter(out_views, in_views, o); }, outputs, c10d::OpType::REDUCE_SCATTER,
               "reduce_scatter");
 }
 
@@ -274,7 +286,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::_reduce_scatter_base(at::Tensor
     in_view = engine_view(input);
   }
   at::Tensor out_view = engine_view(output);
-  return wrap(engine._reduce_scatter_base(out_view, in_view, o), {output}, c10d::OpType::_REDUCE_SCATTER_BASE,
+  return wrap([&] { return engine._reduce_scatter_base(out_view, in_view, o); }, {output}, c10d::OpType::_REDUCE_SCATTER_BASE,
               "reduce_scatter_tensor");
 }
 
@@ -291,7 +303,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::reduce_scatter_tensor_coalesced
     in_views = engine_views(inputs);
   }
   auto out_views = engine_views(outputs);
-  return wrap(engine.reduce_scatter_tensor_coalesced(out_views, in_views, o), outputs,
+  return wrap([&] { return engine.reduce_scatter_tensor_coalesced(out_views, in_views, o); }, outputs,
               c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced");
 }
 
@@ -311,7 +323,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::alltoall_base(at::Tensor& outpu
   check(signature);
   at::Tensor out_view = engine_view(output);
   at::Tensor in_view = engine_view(input);
-  return wrap(engine.alltoall_base(out_view, in_view, output_splits, input_splits, opts), {output},
+  return wrap([&] { return engine.alltoall_base(out_view, in_view, output_splits, input_splits, opts); }, {output},
               c10d::OpType::ALLTOALL_BASE, "all_to_all_single");
 }
 
@@ -325,32 +337,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::alltoall(std::vector<at::Tensor
   check(signature);
   auto out_views = engine_views(outputs);
   auto in_views = engine_views(inputs);
-  return wrap(engine.alltoall(out_views, in_views, opts), outputs, c10d::OpType::ALLTOALL, "all_to_all");
+  return wrap([&] { return engine.alltoall(out_views, in_views, opts); }, outputs, c10d::OpType::ALLTOALL, "all_to_all");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   c10d::Backend& engine = engine_for("send", {tensors});
   auto views = engine_views(tensors);
-  return wrap(engine.send(views, dst_rank, tag), tensors, c10d::OpType::SEND, "send");
+  return wrap([&] { return engine.send(views, dst_rank, tag); }, tensors, c10d::OpType::SEND, "send");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   c10d::Backend& engine = engine_for("recv", {tensors});
   auto views = engine_views(tensors);
-  return wrap(engine.recv(views, src_rank, tag), tensors, c10d::OpType::RECV, "recv");
+  return wrap([&] { return engine.recv(views, src_rank, tag); }, tensors, c10d::OpType::RECV, "recv");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   c10d::Backend& engine = engine_for("recv", {tensors});
   auto views = engine_views(tensors);
-  return wrap(engine.recvAnysource(views, tag), tensors, c10d::OpType::RECVANYSOURCE, "recv");
+  return wrap([&] { return engine.recvAnysource(views, tag); }, tensors, c10d::OpType::RECVANYSOURCE, "recv");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::barrier(const c10d::BarrierOptions& opts) {
   check(CallSignature("barrier"));
   // Everything issued on the current devx stream comes before the barrier, as with NCCL.
   getCurrentDevxStream(current_device()).synchronize();
-  return wrap(host_engine_->barrier(opts), {}, c10d::OpType::BARRIER, "barrier");
+  return wrap([&] { return host_engine_->barrier(opts); }, {}, c10d::OpType::BARRIER, "barrier");
 }
 
 void ProcessGroupDevx::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {

@@ -10,6 +10,8 @@
 // then — what record_stream buys a stream-ordered allocator.
 #pragma once
 
+#include <functional>
+
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <string>
@@ -80,8 +82,9 @@ class ProcessGroupDevx final : public c10d::Backend {
   // The engine for these tensors (devx or CPU, never mixed) after waiting for their streams.
   c10d::Backend& engine_for(const char* collective, std::initializer_list<at::TensorList> groups);
   void check(const class CallSignature& signature);
-  c10::intrusive_ptr<c10d::Work> wrap(c10::intrusive_ptr<c10d::Work> engine_work, std::vector<at::Tensor> outputs,
-                                      c10d::OpType type, const char* collective);
+  // The devx work of the engine work that `issue` starts.
+  c10::intrusive_ptr<c10d::Work> wrap(const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
+                                      std::vector<at::Tensor> outputs, c10d::OpType type, const char* collective);
 
   c10::intrusive_ptr<c10d::Backend> engine_;
   c10::intrusive_ptr<c10d::Backend> host_engine_;

@@ -41,15 +41,27 @@ void rethrow_engine_error(const std::string& what, const std::string& engine_nam
 }
 
 WorkDevx::WorkDevx(c10::intrusive_ptr<c10d::Work> engine_work, std::vector<at::Tensor> outputs, int rank,
-                   c10d::OpType type, std::string what, std::string engine_name)
+                   c10d::OpType type, std::string what, std::string engine_name,
+                   std::shared_ptr<sanitizer::DeviceWorkHold> hold)
     : c10d::Work(rank, type),
       engine_work_(std::move(engine_work)),
       outputs_(std::move(outputs)),
       what_(std::move(what)),
-      engine_name_(std::move(engine_name)) {}
+      engine_name_(std::move(engine_name)),
+      hold_(std::move(hold)) {
+  if (!hold_) return;
+  // Released when the engine completes, even if nobody waits; work without a future (gloo's
+  // send/recv) releases it in wait(), or when it is dropped.
+  try {
+    engine_work_->getFuture()->addCallback([hold = hold_](c10::ivalue::Future&) { hold->release(); });
+  } catch (const std::exception&) {
+  }
+}
 
 bool WorkDevx::isCompleted() {
-  return engine_work_->isCompleted();
+  const bool done = engine_work_->isCompleted();
+  if (done && hold_) hold_->release();
+  return done;
 }
 
 bool WorkDevx::isSuccess() const {
@@ -71,6 +83,7 @@ std::vector<at::Tensor> WorkDevx::result() {
 void WorkDevx::synchronize() {
   engine_work_->synchronize();
   wait_for_engine_stream(outputs_);
+  if (hold_) hold_->release();
 }
 
 bool WorkDevx::wait(std::chrono::milliseconds timeout) {
@@ -81,6 +94,7 @@ bool WorkDevx::wait(std::chrono::milliseconds timeout) {
     rethrow_engine_error(what_, engine_name_);
   }
   wait_for_engine_stream(outputs_);
+  if (done && hold_) hold_->release();
   return done;
 }
 

@@ -5,17 +5,22 @@
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "runtime/sanitizer.h"
 
 namespace devx::dist {
 
 class WorkDevx final : public c10d::Work {
  public:
-  // `what` names the call ("all_reduce on devx:0"); `engine_name` the engine ("gloo").
+  // `what` names the call ("all_reduce on devx:0"); `engine_name` the engine ("gloo"); `hold`
+  // (DEVX_SIM_SANITIZE) is released once the engine has finished with the memory.
   WorkDevx(c10::intrusive_ptr<c10d::Work> engine_work, std::vector<at::Tensor> outputs, int rank,
-           c10d::OpType type, std::string what, std::string engine_name);
+           c10d::OpType type, std::string what, std::string engine_name,
+           std::shared_ptr<sanitizer::DeviceWorkHold> hold = nullptr);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -34,6 +39,7 @@ class WorkDevx final : public c10d::Work {
   std::string engine_name_;
   std::mutex future_mutex_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<sanitizer::DeviceWorkHold> hold_;
 };
 
 // Rethrows the exception in flight as a DistBackendError naming the devx call and the engine.

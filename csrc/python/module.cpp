@@ -154,6 +154,21 @@ void run_override(const std::string& op, const c10::OperatorHandle& handle, torc
   }
 }
 
+// DEVX_SIM_SANITIZE found host code touching device memory: raised in the main thread at its
+// next bytecode boundary, as a RuntimeError from the line that did it (or the one after).
+int raise_host_accesses(void*) {
+  std::string reports = devx::sanitizer::take_host_access_reports();
+  if (reports.empty()) return 0;
+  PyErr_SetString(PyExc_RuntimeError, reports.c_str());
+  return -1;
+}
+
+// Called from the sanitizer's SIGSEGV handler: Py_AddPendingCall needs neither the GIL nor a
+// thread state.
+int schedule_host_access_report() {
+  return Py_AddPendingCall(&raise_host_accesses, nullptr);
+}
+
 void init(const std::string& library_dir) {
   devx::log::reload();
   devx::load_vendor(library_dir);
@@ -164,6 +179,7 @@ void init(const std::string& library_dir) {
   devx::set_python_hooks(&python_location, &python_stack);
   devx::trace::reload();
   devx::diag::set_override_runner(&run_override);
+  devx::sanitizer::set_host_access_notifier(&schedule_host_access_report);
   devx::diag::refresh();
 }
 

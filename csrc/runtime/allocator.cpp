@@ -190,6 +190,7 @@ c10::DeleterFnPtr DevxAllocator::raw_deleter() const {
 
 void DevxAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
   if (C10_UNLIKELY(sanitizer::enabled())) sanitizer::check_copy(dest, src, count, DEVX_MEMCPY_D2D);
+  sanitizer::DeviceAccess access;
   DEVX_VENDOR_CHECK(g_vendor->memcpy_sync(dest, src, count, DEVX_MEMCPY_D2D));
 }
 

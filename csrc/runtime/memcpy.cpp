@@ -21,11 +21,8 @@ const char* copy_name(DevxMemcpyKind kind) {
   }
 }
 
-}  // namespace
-
-void memcpy_on_stream(void* dst, const void* src, size_t n, DevxMemcpyKind kind, const DevxStream& stream) {
-  if (n == 0) return;
-  if (C10_UNLIKELY(sanitizer::enabled())) sanitizer::check_copy(dst, src, n, kind);
+// Issues the copy on `stream`.
+void issue_copy(void* dst, const void* src, size_t n, DevxMemcpyKind kind, const DevxStream& stream) {
   if (C10_UNLIKELY(profiler::recording())) {
     profiler::DeviceSpan span(profiler::ActivityKind::kMemcpy, copy_name(kind), stream, n);
     DEVX_VENDOR_CHECK(g_vendor->memcpy_async(dst, src, n, kind, stream.handle()));
@@ -33,6 +30,22 @@ void memcpy_on_stream(void* dst, const void* src, size_t n, DevxMemcpyKind kind,
     return;
   }
   DEVX_VENDOR_CHECK(g_vendor->memcpy_async(dst, src, n, kind, stream.handle()));
+}
+
+}  // namespace
+
+void memcpy_on_stream(void* dst, const void* src, size_t n, DevxMemcpyKind kind, const DevxStream& stream) {
+  if (n == 0) return;
+  if (C10_UNLIKELY(sanitizer::enabled())) {
+    sanitizer::check_copy(dst, src, n, kind);
+    // The copy is device work until it has run: an async stream's worker runs it later, after
+    // this returns, so the sanitizer waits for it here.
+    sanitizer::DeviceAccess access;
+    issue_copy(dst, src, n, kind, stream);
+    stream.synchronize();
+    return;
+  }
+  issue_copy(dst, src, n, kind, stream);
 }
 
 void memcpy_and_wait(void* dst, const void* src, size_t n, DevxMemcpyKind kind, const DevxStream& stream) {
