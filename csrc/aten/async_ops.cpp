@@ -222,18 +222,6 @@ bool same_layout(const c10::IValue& devx, const c10::IValue& meta) {
   return true;
 }
 
-void for_each_tensor(const c10::IValue& v, const std::function<void(const at::Tensor&)>& f) {
-  if (v.isTensor()) {
-    f(v.toTensor());
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) f(t);
-  } else if (v.isOptionalTensorList()) {
-    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
-      if (t.has_value()) f(*t);
-    }
-  }
-}
-
 // Whether a written tensor overlaps itself or partly overlaps another argument.
 bool overlapping_writes(const torch::jit::Stack& stack, size_t first, size_t n,
                         const std::vector<std::pair<size_t, c10::IValue>>& written) {

@@ -27,16 +27,10 @@ c10::DeviceIndex device_of_args(const torch::jit::Stack& stack, size_t first, si
   };
   for (size_t i = first; i < first + n; ++i) {
     const c10::IValue& v = stack[i];
-    if (v.isTensor()) {
-      check(v.toTensor());
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) check(t);
-    } else if (v.isOptionalTensorList()) {
-      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
-        if (t.has_value()) check(*t);
-      }
-    } else if (v.isDevice() && v.toDevice().type() == kDevx && !found) {
-      found = v.toDevice().index();
+    if (v.isDevice()) {
+      if (v.toDevice().type() == kDevx && !found) found = v.toDevice().index();
+    } else {
+      for_each_tensor(v, check);
     }
   }
   c10::DeviceIndex device = found.value_or(current_device());

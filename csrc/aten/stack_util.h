@@ -30,6 +30,20 @@ void map_tensors(c10::IValue& v, F f) {
   }
 }
 
+// Calls `f` on each tensor of `v` (a tensor, a tensor list or an optional-tensor list).
+template <typename F>
+void for_each_tensor(const c10::IValue& v, F f) {
+  if (v.isTensor()) {
+    f(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) f(t);
+  } else if (v.isOptionalTensorList()) {
+    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+      if (t.has_value()) f(*t);
+    }
+  }
+}
+
 bool is_generator_arg(const c10::Argument& arg);
 
 // Whether the op writes argument `i`: its schema says so (`Tensor(a!)`), or it is one of the few

@@ -24,16 +24,14 @@ constexpr size_t kOversizeSlack = 20 << 20;
 
 static_assert(1 + kStreamsPerPool * kPriorityLevels <= 32, "Block::stream_uses has one bit per stream id");
 
+size_t pool_stat(bool small) {
+  return static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL);
+}
+
 template <typename F>
 void for_pool(bool small, F f) {
   f(static_cast<size_t>(StatType::AGGREGATE));
-  f(static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL));
-}
-
-// The per-pool statistic only (a segment moving between pools stays reserved).
-template <typename F>
-void for_each_pool_type(bool small, F f) {
-  f(static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL));
+  f(pool_stat(small));
 }
 
 }  // namespace
@@ -115,15 +113,12 @@ Block* DeviceBlocks::adopt_free_segment(size_t size, bool small, int64_t stream)
     if (b->stream != stream || b->size != kSmallBuffer) return nullptr;
     if (b->prev || b->next) continue;  // a free piece of a bigger large segment
     other.erase(it);
-    for_each_pool_type(b->small, [&](size_t i) {
-      stats_.segment[i].decrease(1);
-      stats_.reserved_bytes[i].decrease(b->size);
-    });
+    // The segment stays reserved: only the per-pool statistics change.
+    stats_.segment[pool_stat(!small)].decrease(1);
+    stats_.reserved_bytes[pool_stat(!small)].decrease(b->size);
     b->small = small;
-    for_each_pool_type(small, [&](size_t i) {
-      stats_.segment[i].increase(1);
-      stats_.reserved_bytes[i].increase(b->size);
-    });
+    stats_.segment[pool_stat(small)].increase(1);
+    stats_.reserved_bytes[pool_stat(small)].increase(b->size);
     return b;
   }
   return nullptr;
