@@ -257,6 +257,39 @@ def test_conj_and_neg_resolution_on_devx():
     assert torch.equal((d.conj() * 2).cpu(), Z.conj() * 2)
 
 
+def test_kernel_argument_objects_reused_between_ops_hold_no_state():
+    """The CPU-kernel views of devx arguments are recycled from op to op: one that held a conj or
+    neg flag, another shape or dtype, or the bytes of a tensor since freed, must show none of it."""
+    torch.devx.synchronize()
+    before = torch.devx.memory_allocated()
+    z = Z.devx()
+    assert torch.equal((z.conj() * 2).cpu(), Z.conj() * 2)
+    assert torch.equal((z * 2).cpu(), Z * 2)
+    assert torch.equal((z._neg_view() + 1).cpu(), -Z + 1)
+    assert torch.equal((z + 1).cpu(), Z + 1)
+    a = torch.arange(6.0).reshape(2, 3)
+    assert torch.equal((a.devx().t() * 2).cpu(), a.t() * 2)
+    i = torch.arange(5)
+    assert torch.equal((i.devx() * 3).cpu(), i * 3)
+    big = torch.ones(1 << 20, device="devx")
+    (big * 2).sum().item()
+    del z, big
+    torch.devx.synchronize()
+    assert torch.devx.memory_allocated() == before
+
+
+def test_results_become_devx_tensors_in_place():
+    x = torch.randn(3, 4, device="devx", requires_grad=True)
+    y = x * 2
+    assert y.device == x.device and y.is_devx and not y.is_cpu
+    (y.sum() * 1).backward()
+    assert x.grad.device == x.device
+    assert torch.equal(x.grad.cpu(), torch.full((3, 4), 2.0))
+    values, indices = torch.randn(5, device="devx").sort()
+    assert values.device == indices.device == x.device
+    assert torch.equal(values.cpu().sort().values, values.cpu())
+
+
 # --- views
 
 

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <typeinfo>
 
 #include "runtime/allocator.h"
 #include "runtime/device.h"
@@ -75,6 +76,8 @@ c10::Device compute_device_for(c10::DeviceIndex device) {
   return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, device);
 }
 
+constexpr size_t kRecycledAliases = 8;
+
 c10::intrusive_ptr<c10::StorageImpl> make_alias_storage(c10::StorageImpl* s, c10::Device compute_device) {
   c10::raw::intrusive_ptr::incref(s);
   return c10::make_intrusive<c10::StorageImpl>(
@@ -83,12 +86,36 @@ c10::intrusive_ptr<c10::StorageImpl> make_alias_storage(c10::StorageImpl* s, c10
       /*resizable=*/true);
 }
 
-at::Tensor make_alias(const at::Tensor& t, c10::intrusive_ptr<c10::StorageImpl> storage, c10::DispatchKeySet keyset) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)), keyset, t.dtype());
+// Alias TensorImpls recycled between ops on this thread: allocating, constructing and destroying
+// one per argument per op was a tenth of a small op's cost. Only a plain TensorImpl nothing else
+// holds comes back here, and it waits holding an empty storage (so no devx memory stays alive).
+thread_local std::vector<c10::intrusive_ptr<c10::TensorImpl>> t_recycled_aliases;
+
+c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, c10::intrusive_ptr<c10::StorageImpl> storage,
+                                               c10::DispatchKeySet keyset) {
+  c10::intrusive_ptr<c10::TensorImpl> impl;
+  if (!t_recycled_aliases.empty()) {
+    impl = std::move(t_recycled_aliases.back());
+    t_recycled_aliases.pop_back();
+    impl->set_storage_and_dtype(c10::Storage(std::move(storage)), t.dtype());
+  } else {
+    impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)), keyset, t.dtype());
+  }
   impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  if (C10_UNLIKELY(t.is_conj())) impl->_set_conj(true);
-  if (C10_UNLIKELY(t.is_neg())) impl->_set_neg(true);
-  return at::Tensor(std::move(impl));
+  impl->_set_conj(t.is_conj());
+  impl->_set_neg(t.is_neg());
+  return impl;
+}
+
+void recycle_alias(c10::intrusive_ptr<c10::TensorImpl>&& impl) {
+  if (impl.use_count() != 1 || impl.weak_use_count() != 1 || typeid(*impl) != typeid(c10::TensorImpl) ||
+      !impl->allow_tensor_metadata_change() || t_recycled_aliases.size() >= kRecycledAliases) {
+    return;
+  }
+  static const c10::Storage no_bytes(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::kCPU), nullptr,
+                                     /*resizable=*/false);
+  impl->set_storage_keep_dtype(no_bytes);
+  t_recycled_aliases.push_back(std::move(impl));
 }
 
 // The devx storage behind compute-device storage `s`, or an empty Storage if `s` is foreign
@@ -144,6 +171,7 @@ ComputeScope::ComputeScope()
 
 ComputeScope::~ComputeScope() {
   t_route_device = previous_route_;
+  for (auto& impl : alias_tensors_) recycle_alias(std::move(impl));
   if (C10_UNLIKELY(device_work_)) sanitizer::leave_device_work();
 }
 
@@ -152,7 +180,8 @@ at::Tensor ComputeScope::in(const at::Tensor& t) const {
   c10::Device d = t.device();
   if (C10_LIKELY(d.type() == kDevx)) {
     if (C10_UNLIKELY(d.index() != device_)) mixed_devices(t, device_);
-    return make_alias(t, alias_storage(t.storage().unsafeGetStorageImpl()), keyset_);
+    alias_tensors_.push_back(make_alias(t, alias_storage(t.storage().unsafeGetStorageImpl()), keyset_));
+    return at::Tensor(alias_tensors_.back());
   }
   if (d.type() == c10::kCPU && t.dim() == 0) return t;
   mixed_devices(t, device_);
@@ -215,11 +244,20 @@ at::Tensor ComputeScope::out(const at::Tensor& r) const {
   return alias_to_devx(r, device_);
 }
 
+at::Tensor ComputeScope::out(at::Tensor&& r) const {
+  return alias_to_devx(std::move(r), device_);
+}
+
 std::vector<at::Tensor> ComputeScope::out(const std::vector<at::Tensor>& r) const {
   std::vector<at::Tensor> out;
   out.reserve(r.size());
   for (const auto& t : r) out.push_back(alias_to_devx(t, device_));
   return out;
+}
+
+std::vector<at::Tensor> ComputeScope::out(std::vector<at::Tensor>&& r) const {
+  for (auto& t : r) t = alias_to_devx(std::move(t), device_);
+  return std::move(r);
 }
 
 void ComputeScope::sync_back(const at::Tensor& devx_tensor, const at::Tensor& alias) const {
@@ -265,6 +303,22 @@ at::Tensor alias_to_devx(const at::Tensor& r, c10::DeviceIndex device) {
   if (C10_UNLIKELY(r.is_conj())) impl->_set_conj(true);
   if (C10_UNLIKELY(r.is_neg())) impl->_set_neg(true);
   return at::Tensor(std::move(impl));
+}
+
+at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device) {
+  if (!r.defined()) return std::move(r);
+  c10::TensorImpl* impl = r.unsafeGetTensorImpl();
+  // Only a plain dense TensorImpl no one else can see may change device under its holder; a
+  // subclass (sparse, opaque, wrapper) or a shared one gets a new devx TensorImpl instead.
+  const bool reusable = r.use_count() == 1 && r.weak_use_count() == 1 && typeid(*impl) == typeid(c10::TensorImpl) &&
+                        impl->layout() == c10::kStrided && impl->allow_tensor_metadata_change();
+  if (!reusable) return alias_to_devx(static_cast<const at::Tensor&>(r), device);
+  c10::StorageImpl* s = impl->storage().unsafeGetStorageImpl();
+  c10::Storage storage = devx_storage_for(s, device);
+  if (!storage) storage = copy_foreign(s, device);
+  impl->set_storage_keep_dtype(std::move(storage));
+  impl->_change_backend_component_keys(devx_device(device));
+  return std::move(r);
 }
 
 void install_compute_routing(int compute_device_type) {

@@ -21,6 +21,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
 #include <c10/util/SmallVector.h>
 
 #include <vector>
@@ -47,7 +48,11 @@ class ComputeScope {
   c10::Device device(c10::Device d) const;
 
   at::Tensor out(const at::Tensor& r) const;
+  // A result nothing else holds (what a kernel returns fresh) becomes the devx tensor itself: its
+  // TensorImpl is re-keyed for devx instead of copied into a new one.
+  at::Tensor out(at::Tensor&& r) const;
   std::vector<at::Tensor> out(const std::vector<at::Tensor>& r) const;
+  std::vector<at::Tensor> out(std::vector<at::Tensor>&& r) const;
 
   void sync_back(const at::Tensor& devx_tensor, const at::Tensor& alias) const;
   void sync_back(at::TensorList devx_tensors, const std::vector<at::Tensor>& aliases) const;
@@ -57,6 +62,8 @@ class ComputeScope {
   // kernels see the sharing (overlap checks, in-place ops reading their own output).
   c10::intrusive_ptr<c10::StorageImpl> alias_storage(c10::StorageImpl* devx_storage) const;
   mutable c10::SmallVector<std::pair<c10::StorageImpl*, c10::intrusive_ptr<c10::StorageImpl>>, 4> aliases_;
+  // The alias tensors this scope made; those still unshared when it closes are recycled.
+  mutable c10::SmallVector<c10::intrusive_ptr<c10::TensorImpl>, 4> alias_tensors_;
   // DEVX_SIM_SANITIZE: the kernel's reads and writes through the aliases are device work, not
   // host code touching devx memory (see sanitizer.h).
   bool device_work_ = false;
@@ -69,6 +76,7 @@ class ComputeScope {
 // The devx tensor over the same bytes as compute-device tensor `r` (see ComputeScope::out),
 // usable outside a scope by code that aliases by hand (copies, the fallback).
 at::Tensor alias_to_devx(const at::Tensor& r, c10::DeviceIndex device);
+at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device);
 
 // Installs the routing compute-device allocator. Called once the vendor is known.
 void install_compute_routing(int compute_device_type);

@@ -158,13 +158,7 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str]:
     call = e.call or f"at::_ops::{e.ident}::redispatch(ks, {', '.join(call_args)})"
 
     returns = f.func.returns
-    if ret_type == "void":
-        body.append(f"  {call};")
-    else:
-        body.append(f"  auto&& r = {call};")
-    for name in names:
-        if name in writes:
-            body.append(f"  scope.sync_back({name}, a_{name});")
+    syncs = [f"  scope.sync_back({name}, a_{name});" for name in names if name in writes]
 
     def arg_for_alias(ret) -> str | None:
         if ret.annotation is None or not ret.annotation.is_write:
@@ -175,15 +169,16 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str]:
                 return b.name
         raise SystemExit(f"gen: {e.name}: return aliases no argument")
 
+    result = None
     if ret_type != "void":
         if len(returns) == 1:
             alias = arg_for_alias(returns[0])
             if alias:
-                body.append(f"  return {alias};")
+                result = alias
             elif returns[0].type.is_tensor_like():
-                body.append("  return scope.out(std::move(r));")
+                result = "scope.out(std::move(r))"
             else:
-                body.append("  return r;")
+                result = "r"
         else:
             parts = []
             for i, ret in enumerate(returns):
@@ -194,7 +189,13 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str]:
                     parts.append(f"scope.out(std::get<{i}>(std::move(r)))")
                 else:
                     parts.append(f"std::get<{i}>(r)")
-            body.append(f"  return {ret_type}({', '.join(parts)});")
+            result = f"{ret_type}({', '.join(parts)})"
+    # An out= op returns its own argument: the kernel's result is not needed.
+    uses_r = result is not None and re.search(r"\br\b", result) is not None
+    body.append(f"  auto&& r = {call};" if uses_r else f"  {call};")
+    body.extend(syncs)
+    if result is not None:
+        body.append(f"  return {result};")
 
     guard_args = [b.name for b in bindings if kinds[b.name] not in ("plain", "generator")]
     guard = f"devx::guard_device({', '.join(guard_args)})" if guard_args else "std::optional<c10::Device>()"
