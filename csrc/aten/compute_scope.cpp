@@ -28,7 +28,7 @@ void routing_raw_free(void* ptr) {
   if (!free_if_devx_allocation(ptr)) g_original_cpu_raw_deleter(ptr);
 }
 // Device whose memory the compute device's allocator hands out on this thread, -1 for none.
-thread_local int t_route_device = -1;
+DEVX_HOT_TLS thread_local int t_route_device = -1;
 
 // Installed as the process's CPU allocator when the compute device is the CPU. Outside a compute
 // scope it is the original allocator; inside one, CPU kernels allocating their outputs and
@@ -76,8 +76,6 @@ c10::Device compute_device_for(c10::DeviceIndex device) {
   return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, device);
 }
 
-constexpr size_t kRecycledAliases = 8;
-
 c10::intrusive_ptr<c10::StorageImpl> make_alias_storage(c10::StorageImpl* s, c10::Device compute_device) {
   c10::raw::intrusive_ptr::incref(s);
   return c10::make_intrusive<c10::StorageImpl>(
@@ -89,14 +87,36 @@ c10::intrusive_ptr<c10::StorageImpl> make_alias_storage(c10::StorageImpl* s, c10
 // Alias TensorImpls recycled between ops on this thread: allocating, constructing and destroying
 // one per argument per op was a tenth of a small op's cost. Only a plain TensorImpl nothing else
 // holds comes back here, and it waits holding an empty storage (so no devx memory stays alive).
-thread_local std::vector<c10::intrusive_ptr<c10::TensorImpl>> t_recycled_aliases;
+constexpr size_t kRecycledAliases = 8;
+using RecycledAliases = std::vector<c10::intrusive_ptr<c10::TensorImpl>>;
+// A plain pointer, so that reaching the list is one initial-exec load; the list itself lives in
+// (and dies with) a thread_local owner made on the thread's first op. Ops run by destructors at
+// thread exit, after the owner is gone, recycle nothing.
+DEVX_HOT_TLS thread_local RecycledAliases* t_recycled_aliases = nullptr;
+DEVX_HOT_TLS thread_local bool t_recycling_over = false;
+
+RecycledAliases* recycled_aliases() {
+  if (C10_UNLIKELY(!t_recycled_aliases) && !t_recycling_over) {
+    struct Owner {
+      RecycledAliases list;
+      ~Owner() {
+        t_recycled_aliases = nullptr;
+        t_recycling_over = true;
+      }
+    };
+    thread_local Owner owner;
+    t_recycled_aliases = &owner.list;
+  }
+  return t_recycled_aliases;
+}
 
 c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, c10::intrusive_ptr<c10::StorageImpl> storage,
                                                c10::DispatchKeySet keyset) {
   c10::intrusive_ptr<c10::TensorImpl> impl;
-  if (!t_recycled_aliases.empty()) {
-    impl = std::move(t_recycled_aliases.back());
-    t_recycled_aliases.pop_back();
+  RecycledAliases* recycled = recycled_aliases();
+  if (recycled && !recycled->empty()) {
+    impl = std::move(recycled->back());
+    recycled->pop_back();
     impl->set_storage_and_dtype(c10::Storage(std::move(storage)), t.dtype());
   } else {
     impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)), keyset, t.dtype());
@@ -108,14 +128,15 @@ c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, c10::intrusi
 }
 
 void recycle_alias(c10::intrusive_ptr<c10::TensorImpl>&& impl) {
-  if (impl.use_count() != 1 || impl.weak_use_count() != 1 || typeid(*impl) != typeid(c10::TensorImpl) ||
-      !impl->allow_tensor_metadata_change() || t_recycled_aliases.size() >= kRecycledAliases) {
+  RecycledAliases* recycled = recycled_aliases();
+  if (!recycled || recycled->size() >= kRecycledAliases || impl.use_count() != 1 || impl.weak_use_count() != 1 ||
+      typeid(*impl) != typeid(c10::TensorImpl) || !impl->allow_tensor_metadata_change()) {
     return;
   }
   static const c10::Storage no_bytes(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::kCPU), nullptr,
                                      /*resizable=*/false);
   impl->set_storage_keep_dtype(no_bytes);
-  t_recycled_aliases.push_back(std::move(impl));
+  recycled->push_back(std::move(impl));
 }
 
 // The devx storage behind compute-device storage `s`, or an empty Storage if `s` is foreign

@@ -8,7 +8,7 @@ namespace devx {
 
 namespace {
 // -1: not known yet for this thread (the vendor's own per-thread default applies).
-thread_local c10::DeviceIndex t_current = -1;
+DEVX_HOT_TLS thread_local c10::DeviceIndex t_current = -1;
 }  // namespace
 
 c10::DeviceIndex device_count() {

@@ -8,6 +8,11 @@ namespace devx {
 
 constexpr c10::DeviceType kDevx = c10::DeviceType::PrivateUse1;
 
+// For the thread-locals every op reads. _C is dlopen'ed, so a plain thread_local costs a call
+// to __tls_get_addr per access (a dozen per small op); initial-exec makes it one load, from the
+// few bytes of static TLS the loader keeps for dlopen'ed libraries.
+#define DEVX_HOT_TLS __attribute__((tls_model("initial-exec")))
+
 c10::DeviceIndex device_count();
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);
