@@ -95,14 +95,13 @@ Block* DeviceBlocks::take_free(size_t size, bool small, int64_t stream) {
 
 // Small-pool blocks are at most a segment (2 MiB), far below max_split_size (over 20 MiB): no
 // oversize rules here. The walk passes only the free blocks of older segments too small for the
-// request; training steps' traces pass a handful on average.
+// request: in the train steps of the benchmark's CNN, an MLP, a ResNet and a small transformer,
+// under 5 on average and 28 at most.
 Block* DeviceBlocks::take_first_fit(size_t size, int64_t stream) {
   Block key{nullptr, 0, stream, 0, false, true};
   for (auto it = small_.lower_bound(&key); it != small_.end() && (*it)->stream == stream; ++it) {
     if ((*it)->size < size) continue;
-    Block* b = *it;
-    small_.erase(it);
-    return b;
+    return pool_take(small_, it);
   }
   return nullptr;
 }
@@ -117,8 +116,7 @@ Block* DeviceBlocks::take_best_fit(size_t size, int64_t stream) {
   // at most a large segment's worth (it will not be split).
   if (size < max_split && b->size >= max_split) return nullptr;
   if (size >= max_split && b->size >= size + kOversizeSlack) return nullptr;
-  large_.erase(it);
-  return b;
+  return pool_take(large_, it);
 }
 
 Block* DeviceBlocks::adopt_free_segment(size_t size, bool small, int64_t stream) {
@@ -155,7 +153,7 @@ Block* DeviceBlocks::new_segment(size_t size, bool small, int64_t stream) {
   });
   stats_.num_device_alloc++;
   if (segment >= settings_->max_split_size) stats_.oversize_segments.increase(1);
-  auto* block = new Block{ptr, segment, stream, 0, false, small, segments_made_++};
+  Block* block = make_block(Block{ptr, segment, stream, 0, false, small, segments_made_++});
   record(history::Action::kSegmentAlloc, ptr, segment);
   return block;
 }
@@ -164,19 +162,47 @@ void DeviceBlocks::split(Block* block, size_t size) {
   size_t rest = block->size - size;
   bool worth = block->small ? rest >= 512 : rest > kSmallSize;
   if (!worth || block->size >= settings_->max_split_size) return;
-  auto* remainder = new Block{static_cast<char*>(block->ptr) + size,
-                             rest,
-                             block->stream,
-                             0,
-                             false,
-                             block->small,
-                             block->segment,
-                             block,
-                             block->next};
+  Block* remainder = make_block(Block{static_cast<char*>(block->ptr) + size, rest, block->stream, 0, false,
+                                      block->small, block->segment, block, block->next});
   if (block->next) block->next->prev = remainder;
   block->next = remainder;
   block->size = size;
-  pool(block->small).insert(remainder);
+  pool_insert(pool(block->small), remainder);
+}
+
+Block* DeviceBlocks::make_block(const Block& value) {
+  if (spare_blocks_.empty()) return new Block(value);
+  Block* block = spare_blocks_.back().release();
+  spare_blocks_.pop_back();
+  *block = value;
+  return block;
+}
+
+void DeviceBlocks::drop_block(Block* block) {
+  spare_blocks_.emplace_back(block);
+}
+
+Block* DeviceBlocks::pool_take(Pool& p, Pool::iterator it) {
+  Block* block = *it;
+  spare_nodes_.push_back(p.extract(it));
+  return block;
+}
+
+void DeviceBlocks::pool_erase(Pool& p, Block* block) {
+  Pool::node_type node = p.extract(block);
+  TORCH_INTERNAL_ASSERT_DEBUG_ONLY(!node.empty(), "devx: a free block missing from its pool");
+  spare_nodes_.push_back(std::move(node));
+}
+
+void DeviceBlocks::pool_insert(Pool& p, Block* block) {
+  if (spare_nodes_.empty()) {
+    p.insert(block);
+    return;
+  }
+  Pool::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.value() = block;
+  p.insert(std::move(node));
 }
 
 void DeviceBlocks::free(Block* block) {
@@ -249,21 +275,21 @@ void DeviceBlocks::release(Block* block) {
   });
   Pool& p = pool(block->small);
   if (Block* prev = block->prev; prev && !prev->allocated) {
-    p.erase(prev);
+    pool_erase(p, prev);
     prev->size += block->size;
     prev->next = block->next;
     if (block->next) block->next->prev = prev;
-    delete block;
+    drop_block(block);
     block = prev;
   }
   if (Block* next = block->next; next && !next->allocated) {
-    p.erase(next);
+    pool_erase(p, next);
     block->size += next->size;
     block->next = next->next;
     if (next->next) next->next->prev = block;
-    delete next;
+    drop_block(next);
   }
-  p.insert(block);
+  pool_insert(p, block);
   record(history::Action::kFreeCompleted, freed_ptr, freed_size);
 }
 
@@ -299,7 +325,7 @@ void DeviceBlocks::release_free_segments() {
       if (b->size >= settings_->max_split_size) stats_.oversize_segments.decrease(1);
       it = p->erase(it);
       record(history::Action::kSegmentFree, b->ptr, b->size);
-      delete b;
+      drop_block(b);
     }
   }
 }

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <utility>
 #include <vector>
@@ -114,6 +115,13 @@ class DeviceBlocks {
   Block* adopt_free_segment(size_t size, bool small, int64_t stream);
   Block* new_segment(size_t size, bool small, int64_t stream);
   void split(Block* block, size_t size);
+  // A split and a merge (every cached allocate/free pair) would otherwise allocate and free a
+  // Block and two pool nodes on the heap: both are kept for reuse instead.
+  Block* make_block(const Block& value);
+  void drop_block(Block* block);
+  Block* pool_take(Pool& p, Pool::iterator it);
+  void pool_erase(Pool& p, Block* block);
+  void pool_insert(Pool& p, Block* block);
   void record(history::Action action, const void* ptr, size_t size) {
     if (C10_UNLIKELY(history::recording())) history::record(device_, action, ptr, size, totals());
   }
@@ -125,6 +133,8 @@ class DeviceBlocks {
   const AllocatorSettings* settings_;
   Pool small_, large_;
   uint64_t segments_made_ = 0;
+  std::vector<std::unique_ptr<Block>> spare_blocks_;
+  std::vector<Pool::node_type> spare_nodes_;
   std::vector<Pending> pending_;
   int waiters_ = 0;
   std::vector<DevxEventHandle> retired_;  // completed events, destroyed when nobody waits
