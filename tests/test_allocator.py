@@ -78,6 +78,45 @@ def test_whole_free_segments_move_between_pools():
     assert all(not (huge_ptr <= p.data_ptr() < huge_ptr + 4 * MiB) for p in parts)
 
 
+def test_small_requests_fill_the_oldest_segment_first_so_younger_ones_empty_out():
+    """A small request takes the first hole that fits, oldest segment first, not the smallest
+    hole: the short-lived tensor below lands in the old segment's big hole instead of the young
+    segment's small one, so the young segment empties out and serves a 2 MiB request whole (best
+    fit would pin it and make a third segment)."""
+    code = """
+import torch, torch_devx
+K, MiB = 1 << 10, 1 << 20
+def empty(n):
+    return torch.empty(n, dtype=torch.uint8, device="devx")
+def stats():
+    return torch.devx.memory_stats()
+old = [empty(512 * K) for _ in range(4)]                                  # segment A, full
+young = [empty(512 * K) for _ in range(3)] + [empty(496 * K), empty(16 * K)]  # segment B, full
+young_base = young[0].data_ptr()
+assert stats()["segment.small_pool.current"] == 2
+hole = old[1].data_ptr()
+del old[1]       # a 512 KiB hole in A
+del young[4]     # a 16 KiB hole in B: the best fit for what follows
+short_lived = empty(8 * K)
+assert short_lived.data_ptr() == hole, "not the first fit in the oldest segment"
+del young        # B is wholly free
+reserved = stats()["reserved_bytes.all.current"]
+activation = empty(2 * MiB)
+assert activation.data_ptr() == young_base, "the free segment was not reused"
+s = stats()
+assert s["reserved_bytes.all.current"] == reserved and s["num_device_alloc"] == 2, s["num_device_alloc"]
+assert s["segment.small_pool.current"] == 1 and s["segment.large_pool.current"] == 1
+# A request larger than every hole of the older segment goes past them.
+del short_lived
+tail = empty(600 * K)
+assert not (old[0].data_ptr() <= tail.data_ptr() < old[0].data_ptr() + 2 * MiB), "placed in a hole too small for it"
+print("ok")
+"""
+    proc = run_python(code)
+    assert_child_ok(proc)
+    assert proc.stdout.strip() == "ok"
+
+
 def test_split_block_serves_a_smaller_request():
     _fresh()
     big = torch.empty(8 * MiB, dtype=torch.uint8, device="devx:1")

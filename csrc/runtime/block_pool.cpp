@@ -90,28 +90,45 @@ Block* DeviceBlocks::allocate(size_t size, size_t requested, int64_t stream) {
 }
 
 Block* DeviceBlocks::take_free(size_t size, bool small, int64_t stream) {
-  Pool& p = pool(small);
-  Block key{nullptr, size, stream, 0, false, small};
-  auto it = p.lower_bound(&key);
-  if (it == p.end() || (*it)->stream != stream) return nullptr;
+  return small ? take_first_fit(size, stream) : take_best_fit(size, stream);
+}
+
+// Small-pool blocks are at most a segment (2 MiB), far below max_split_size (over 20 MiB): no
+// oversize rules here. The walk passes only the free blocks of older segments too small for the
+// request: in the train steps of the benchmark's CNN, an MLP, a ResNet and a small transformer,
+// under 5 on average and 28 at most.
+Block* DeviceBlocks::take_first_fit(size_t size, int64_t stream) {
+  Block key{nullptr, 0, stream, 0, false, true};
+  for (auto it = small_.lower_bound(&key); it != small_.end() && (*it)->stream == stream; ++it) {
+    if ((*it)->size < size) continue;
+    return pool_take(small_, it);
+  }
+  return nullptr;
+}
+
+Block* DeviceBlocks::take_best_fit(size_t size, int64_t stream) {
+  Block key{nullptr, size, stream, 0, false, false};
+  auto it = large_.lower_bound(&key);
+  if (it == large_.end() || (*it)->stream != stream) return nullptr;
   Block* b = *it;
   const size_t max_split = settings_->max_split_size;
   // Small requests leave oversize blocks alone; oversize requests take one only if the excess is
   // at most a large segment's worth (it will not be split).
   if (size < max_split && b->size >= max_split) return nullptr;
   if (size >= max_split && b->size >= size + kOversizeSlack) return nullptr;
-  p.erase(it);
-  return b;
+  return pool_take(large_, it);
 }
 
 Block* DeviceBlocks::adopt_free_segment(size_t size, bool small, int64_t stream) {
   if (!small && size > kSmallBuffer) return nullptr;
   Pool& other = pool(!small);
-  Block key{nullptr, kSmallBuffer, stream, 0, false, !small};
+  // The large pool is in size order: its 2 MiB blocks start at the key. The small pool is in
+  // segment order: every block of the stream is looked at (this runs only before a vendor malloc).
+  Block key{nullptr, small ? kSmallBuffer : 0, stream, 0, false, !small};
   for (auto it = other.lower_bound(&key); it != other.end(); ++it) {
     Block* b = *it;
-    if (b->stream != stream || b->size != kSmallBuffer) return nullptr;
-    if (b->prev || b->next) continue;  // a free piece of a bigger large segment
+    if (b->stream != stream || (small && b->size != kSmallBuffer)) return nullptr;
+    if (b->prev || b->next) continue;  // a free piece of a segment
     other.erase(it);
     // The segment stays reserved: only the per-pool statistics change.
     stats_.segment[pool_stat(!small)].decrease(1);
@@ -136,7 +153,7 @@ Block* DeviceBlocks::new_segment(size_t size, bool small, int64_t stream) {
   });
   stats_.num_device_alloc++;
   if (segment >= settings_->max_split_size) stats_.oversize_segments.increase(1);
-  auto* block = new Block{ptr, segment, stream, 0, false, small};
+  Block* block = make_block(Block{ptr, segment, stream, 0, false, small, segments_made_++});
   record(history::Action::kSegmentAlloc, ptr, segment);
   return block;
 }
@@ -145,12 +162,47 @@ void DeviceBlocks::split(Block* block, size_t size) {
   size_t rest = block->size - size;
   bool worth = block->small ? rest >= 512 : rest > kSmallSize;
   if (!worth || block->size >= settings_->max_split_size) return;
-  auto* remainder =
-      new Block{static_cast<char*>(block->ptr) + size, rest, block->stream, 0, false, block->small, block, block->next};
+  Block* remainder = make_block(Block{static_cast<char*>(block->ptr) + size, rest, block->stream, 0, false,
+                                      block->small, block->segment, block, block->next});
   if (block->next) block->next->prev = remainder;
   block->next = remainder;
   block->size = size;
-  pool(block->small).insert(remainder);
+  pool_insert(pool(block->small), remainder);
+}
+
+Block* DeviceBlocks::make_block(const Block& value) {
+  if (spare_blocks_.empty()) return new Block(value);
+  Block* block = spare_blocks_.back().release();
+  spare_blocks_.pop_back();
+  *block = value;
+  return block;
+}
+
+void DeviceBlocks::drop_block(Block* block) {
+  spare_blocks_.emplace_back(block);
+}
+
+Block* DeviceBlocks::pool_take(Pool& p, Pool::iterator it) {
+  Block* block = *it;
+  spare_nodes_.push_back(p.extract(it));
+  return block;
+}
+
+void DeviceBlocks::pool_erase(Pool& p, Block* block) {
+  Pool::node_type node = p.extract(block);
+  TORCH_INTERNAL_ASSERT_DEBUG_ONLY(!node.empty(), "devx: a free block missing from its pool");
+  spare_nodes_.push_back(std::move(node));
+}
+
+void DeviceBlocks::pool_insert(Pool& p, Block* block) {
+  if (spare_nodes_.empty()) {
+    p.insert(block);
+    return;
+  }
+  Pool::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.value() = block;
+  p.insert(std::move(node));
 }
 
 void DeviceBlocks::free(Block* block) {
@@ -223,21 +275,21 @@ void DeviceBlocks::release(Block* block) {
   });
   Pool& p = pool(block->small);
   if (Block* prev = block->prev; prev && !prev->allocated) {
-    p.erase(prev);
+    pool_erase(p, prev);
     prev->size += block->size;
     prev->next = block->next;
     if (block->next) block->next->prev = prev;
-    delete block;
+    drop_block(block);
     block = prev;
   }
   if (Block* next = block->next; next && !next->allocated) {
-    p.erase(next);
+    pool_erase(p, next);
     block->size += next->size;
     block->next = next->next;
     if (next->next) next->next->prev = block;
-    delete next;
+    drop_block(next);
   }
-  p.insert(block);
+  pool_insert(p, block);
   record(history::Action::kFreeCompleted, freed_ptr, freed_size);
 }
 
@@ -273,7 +325,7 @@ void DeviceBlocks::release_free_segments() {
       if (b->size >= settings_->max_split_size) stats_.oversize_segments.decrease(1);
       it = p->erase(it);
       record(history::Action::kSegmentFree, b->ptr, b->size);
-      delete b;
+      drop_block(b);
     }
   }
 }
@@ -297,9 +349,10 @@ history::Totals DeviceBlocks::totals() const {
   t.allocated = stats_.allocated_bytes[agg].current;
   t.peak_allocated = stats_.allocated_bytes[agg].peak;
   t.reserved = stats_.reserved_bytes[agg].current;
-  // Each pool is ordered by size: its last block is its largest.
+  // Neither pool is in size order across streams; this runs only for history records and
+  // out-of-memory reports.
   for (const Pool* p : {&small_, &large_}) {
-    if (!p->empty()) t.largest_free = std::max<int64_t>(t.largest_free, static_cast<int64_t>((*p->rbegin())->size));
+    for (const Block* b : *p) t.largest_free = std::max<int64_t>(t.largest_free, static_cast<int64_t>(b->size));
   }
   return t;
 }

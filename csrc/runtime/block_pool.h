@@ -1,10 +1,11 @@
 // The caching policy of the devx allocator, one DeviceBlocks per device (CUDA's design, shrunk):
 // memory comes from the vendor in segments (2 MiB for requests up to 1 MiB — the small pool —,
-// else the request rounded up to 2 MiB); a request takes the
-// best-fitting free block of its pool and splits off the rest; a freed block merges with free
-// neighbours of its segment; a pool short of a 2 MiB segment takes a whole free one from the other
-// pool before asking the vendor; only whole free segments go back to the vendor (empty_cache, or
-// before an out-of-memory retry). Not thread-safe: the allocator serialises calls.
+// else the request rounded up to 2 MiB); a request takes a free block of its pool and splits off
+// the rest — in the small pool the first that fits, oldest segment first and lowest address
+// within it, in the large pool the best-fitting one —; a freed block merges with free neighbours
+// of its segment; a pool short of a 2 MiB segment takes a whole free one from the other pool
+// before asking the vendor; only whole free segments go back to the vendor (empty_cache, or before
+// an out-of-memory retry). Not thread-safe: the allocator serialises calls.
 //
 // Streams (CUDA's rule): a segment belongs to the stream that allocated it, and its blocks serve
 // only that stream, so a block freed while its stream still has work queued is reused by work
@@ -18,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <utility>
 #include <vector>
@@ -43,6 +45,7 @@ struct Block {
   size_t requested = 0;
   bool allocated = false;
   bool small;
+  uint64_t segment = 0;   // sequence number of its segment: older segments have smaller ones
   Block* prev = nullptr;  // neighbours in the same segment
   Block* next = nullptr;
   uint32_t stream_uses = 0;  // bit i: stream id i may use the block (record_stream)
@@ -50,7 +53,8 @@ struct Block {
 
 class DeviceBlocks {
  public:
-  DeviceBlocks(int device, const AllocatorSettings* settings) : device_(device), settings_(settings) {}
+  DeviceBlocks(int device, const AllocatorSettings* settings)
+      : device_(device), settings_(settings), small_(PoolOrder{true}), large_(PoolOrder{false}) {}
 
   // A block of at least `size` (already rounded) bytes for stream id `stream`, or nullptr if the
   // vendor is out of memory even after giving back every free segment. Throws on other vendor
@@ -77,24 +81,47 @@ class DeviceBlocks {
   std::vector<const Block*> segment_heads(const std::vector<const Block*>& allocated) const;
 
  private:
-  struct ByStreamAndSize {
+  // Free blocks of one pool, grouped by stream. The small pool is in address order, oldest segment
+  // first, and a request takes the first block that fits: small blocks pile up at the low end of
+  // the oldest segments, which hold the longest-lived tensors (parameters, optimizer state), and the
+  // free space of those segments stays in few large holes instead of many too small for the next
+  // request, so younger segments empty out and can serve a 2 MiB large request as a whole. Best fit
+  // there (the smallest hole that fits) scatters a step's short-lived small tensors over the
+  // holes of every segment and pins segments that are otherwise free. The large pool is in size
+  // order, for best fit, which keeps big blocks whole for big requests (as CUDA's).
+  struct PoolOrder {
+    bool by_segment;
     bool operator()(const Block* a, const Block* b) const {
       if (a->stream != b->stream) return a->stream < b->stream;
-      return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+      if (by_segment) {
+        if (a->segment != b->segment) return a->segment < b->segment;
+      } else if (a->size != b->size) {
+        return a->size < b->size;
+      }
+      return a->ptr < b->ptr;
     }
   };
-  using Pool = std::set<Block*, ByStreamAndSize>;
+  using Pool = std::set<Block*, PoolOrder>;
   // A freed block and the events (one per other stream that used it) it waits for.
   using Pending = std::pair<Block*, std::vector<DevxEventHandle>>;
 
   Pool& pool(bool small) { return small ? small_ : large_; }
   Block* take_free(size_t size, bool small, int64_t stream);
+  Block* take_first_fit(size_t size, int64_t stream);
+  Block* take_best_fit(size_t size, int64_t stream);
   // A whole free 2 MiB segment of the other pool (same stream), moved into this one: the size a
   // small segment has and a large request of 1-2 MiB gets. A step whose small and large tensors
   // peak at different times then reuses one set of segments instead of caching both.
   Block* adopt_free_segment(size_t size, bool small, int64_t stream);
   Block* new_segment(size_t size, bool small, int64_t stream);
   void split(Block* block, size_t size);
+  // A split and a merge (every cached allocate/free pair) would otherwise allocate and free a
+  // Block and two pool nodes on the heap: both are kept for reuse instead.
+  Block* make_block(const Block& value);
+  void drop_block(Block* block);
+  Block* pool_take(Pool& p, Pool::iterator it);
+  void pool_erase(Pool& p, Block* block);
+  void pool_insert(Pool& p, Block* block);
   void record(history::Action action, const void* ptr, size_t size) {
     if (C10_UNLIKELY(history::recording())) history::record(device_, action, ptr, size, totals());
   }
@@ -105,6 +132,9 @@ class DeviceBlocks {
   int device_;
   const AllocatorSettings* settings_;
   Pool small_, large_;
+  uint64_t segments_made_ = 0;
+  std::vector<std::unique_ptr<Block>> spare_blocks_;
+  std::vector<Pool::node_type> spare_nodes_;
   std::vector<Pending> pending_;
   int waiters_ = 0;
   std::vector<DevxEventHandle> retired_;  // completed events, destroyed when nobody waits
