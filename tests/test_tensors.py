@@ -273,7 +273,17 @@ def test_kernel_argument_objects_reused_between_ops_hold_no_state():
     assert torch.equal((i.devx() * 3).cpu(), i * 3)
     big = torch.ones(1 << 20, device="devx")
     (big * 2).sum().item()
-    del z, big
+    # Fresh tensors that get the bytes (and often the storage object's address) of freed ones.
+    for k in range(20):
+        t = torch.full((16,), float(k), device="devx")
+        assert torch.equal((t * 2).cpu(), torch.full((16,), 2.0 * k))
+        del t
+    # A storage whose bytes change between ops (resize_ moves them).
+    r = torch.ones(4, device="devx")
+    assert (r * 2).sum().item() == 8
+    r.resize_(1000).fill_(3)
+    assert (r * 2).sum().item() == 6000
+    del z, big, r
     torch.devx.synchronize()
     assert torch.devx.memory_allocated() == before
 

@@ -4,6 +4,7 @@
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <typeinfo>
@@ -84,6 +85,85 @@ c10::intrusive_ptr<c10::StorageImpl> make_alias_storage(c10::StorageImpl* s, c10
       /*resizable=*/true);
 }
 
+// The deleter of a cached alias storage's bytes, which it borrows: they belong to the devx
+// storage (the context), which the op's own arguments keep alive while a scope uses the alias.
+void borrow_alias(void*) {}
+
+bool is_alias_data(const c10::DataPtr& dp) {
+  return dp.get_deleter() == &release_alias || dp.get_deleter() == &borrow_alias;
+}
+
+// Alias storages kept between ops on this thread, one per slot, keyed by the devx StorageImpl
+// they alias: an op on a tensor a recent op used finds its alias here instead of making one
+// (making and freeing it was a tenth of a small op's cost). A cached alias borrows its bytes, so
+// it keeps no devx memory alive; a scope that sees its alias escape (a kernel kept a reference)
+// turns it into an owning alias and drops it from the cache. Keying on the StorageImpl address
+// is safe even when a freed storage's address is reused: the alias is re-pointed whenever the
+// bytes or size it records differ, and with equal ones it describes the new storage exactly.
+constexpr size_t kCachedAliasSlots = 16;
+struct CachedAlias {
+  c10::StorageImpl* devx = nullptr;
+  c10::intrusive_ptr<c10::StorageImpl> alias;
+};
+using AliasSlots = std::array<CachedAlias, kCachedAliasSlots>;
+DEVX_HOT_TLS thread_local AliasSlots* t_alias_slots = nullptr;
+DEVX_HOT_TLS thread_local bool t_alias_slots_gone = false;
+
+AliasSlots* alias_slots() {
+  if (C10_UNLIKELY(!t_alias_slots) && !t_alias_slots_gone) {
+    struct Owner {
+      AliasSlots slots;
+      ~Owner() {
+        t_alias_slots = nullptr;
+        t_alias_slots_gone = true;
+      }
+    };
+    thread_local Owner owner;
+    t_alias_slots = &owner.slots;
+  }
+  return t_alias_slots;
+}
+
+c10::intrusive_ptr<c10::StorageImpl> cached_alias_storage(c10::StorageImpl* s, c10::Device compute_device) {
+  AliasSlots* slots = alias_slots();
+  if (C10_UNLIKELY(!slots)) return make_alias_storage(s, compute_device);
+  CachedAlias& slot = (*slots)[(reinterpret_cast<uintptr_t>(s) >> 4) % kCachedAliasSlots];
+  c10::StorageImpl* a = slot.alias.get();
+  if (a && slot.devx == s && a->data_ptr().get() == s->data() && a->nbytes() == s->nbytes() &&
+      a->device() == compute_device) {
+    return slot.alias;
+  }
+  // A slot whose alias a scope on this thread still uses (an enclosing op) is left alone.
+  if (a && slot.alias.use_count() > 1) return make_alias_storage(s, compute_device);
+  c10::DataPtr borrowed(const_cast<void*>(s->data()), s, &borrow_alias, compute_device);
+  if (a) {
+    a->set_data_ptr_noswap(std::move(borrowed));
+    a->set_nbytes(s->nbytes());
+  } else {
+    slot.alias = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), s->nbytes(),
+                                                       std::move(borrowed), g_alias_allocator, /*resizable=*/true);
+  }
+  slot.devx = s;
+  return slot.alias;
+}
+
+// Called as a scope closes, for each alias storage it used. An alias something outside the scope
+// still holds (beyond the cache and the scope) starts owning its bytes, as an uncached one does,
+// and leaves the cache.
+void settle_alias_storage(c10::StorageImpl* devx, const c10::intrusive_ptr<c10::StorageImpl>& alias) {
+  if (alias->data_ptr().get_deleter() != &borrow_alias || alias.use_count() <= 2) return;
+  c10::raw::intrusive_ptr::incref(devx);
+  alias->set_data_ptr_noswap(
+      c10::DataPtr(alias->data_ptr().get(), devx, &release_alias, alias->data_ptr().device()));
+  if (AliasSlots* slots = alias_slots()) {
+    CachedAlias& slot = (*slots)[(reinterpret_cast<uintptr_t>(devx) >> 4) % kCachedAliasSlots];
+    if (slot.alias.get() == alias.get()) {
+      slot.alias.reset();
+      slot.devx = nullptr;
+    }
+  }
+}
+
 // Alias TensorImpls recycled between ops on this thread: allocating, constructing and destroying
 // one per argument per op was a tenth of a small op's cost. Only a plain TensorImpl nothing else
 // holds comes back here, and it waits holding an empty storage (so no devx memory stays alive).
@@ -144,7 +224,7 @@ void recycle_alias(c10::intrusive_ptr<c10::TensorImpl>&& impl) {
 // to a kernel was allocated on `device`, the device of the scope that ran it.
 c10::Storage devx_storage_for(c10::StorageImpl* s, c10::DeviceIndex device) {
   const c10::DataPtr& dp = s->data_ptr();
-  if (dp.get_deleter() == &release_alias) {
+  if (is_alias_data(dp)) {
     return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
         static_cast<c10::StorageImpl*>(dp.get_context())));
   }
@@ -193,6 +273,9 @@ ComputeScope::ComputeScope()
 ComputeScope::~ComputeScope() {
   t_route_device = previous_route_;
   for (auto& impl : alias_tensors_) recycle_alias(std::move(impl));
+  // Those not recycled go now, so that only references from outside count as an escape.
+  alias_tensors_.clear();
+  for (const auto& [devx, alias] : aliases_) settle_alias_storage(devx.get(), alias);
   if (C10_UNLIKELY(device_work_)) sanitizer::leave_device_work();
 }
 
@@ -210,10 +293,10 @@ at::Tensor ComputeScope::in(const at::Tensor& t) const {
 
 c10::intrusive_ptr<c10::StorageImpl> ComputeScope::alias_storage(c10::StorageImpl* devx_storage) const {
   for (const auto& [devx, alias] : aliases_) {
-    if (devx == devx_storage) return alias;
+    if (devx.get() == devx_storage) return alias;
   }
-  auto alias = make_alias_storage(devx_storage, compute_device_);
-  aliases_.emplace_back(devx_storage, alias);
+  auto alias = cached_alias_storage(devx_storage, compute_device_);
+  aliases_.emplace_back(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(devx_storage), alias);
   return alias;
 }
 
@@ -287,7 +370,7 @@ void ComputeScope::sync_back(const at::Tensor& devx_tensor, const at::Tensor& al
   const c10::TensorImpl* a = alias.unsafeGetTensorImpl();
   c10::StorageImpl* as = a->storage().unsafeGetStorageImpl();
   c10::StorageImpl* ds = d->storage().unsafeGetStorageImpl();
-  if (as->allocator() == g_alias_allocator && as->data_ptr().get_deleter() != &release_alias) {
+  if (as->allocator() == g_alias_allocator && !is_alias_data(as->data_ptr())) {
     // The kernel resized the alias (an out= argument of the wrong size): adopt the new bytes in
     // the devx storage itself, so every devx view of it sees them, as resize_ does on the CPU.
     c10::DataPtr moved = as->set_data_ptr(c10::DataPtr(nullptr, compute_device_));

@@ -59,9 +59,12 @@ class ComputeScope {
 
  private:
   // Arguments that share a devx storage share one alias storage, so the compute device's
-  // kernels see the sharing (overlap checks, in-place ops reading their own output).
+  // kernels see the sharing (overlap checks, in-place ops reading their own output). The scope
+  // holds each devx storage it aliased: a cached alias borrows the bytes, and a caller may drop
+  // its own reference once it has the alias (the boxed path replaces arguments by aliases).
   c10::intrusive_ptr<c10::StorageImpl> alias_storage(c10::StorageImpl* devx_storage) const;
-  mutable c10::SmallVector<std::pair<c10::StorageImpl*, c10::intrusive_ptr<c10::StorageImpl>>, 4> aliases_;
+  mutable c10::SmallVector<std::pair<c10::intrusive_ptr<c10::StorageImpl>, c10::intrusive_ptr<c10::StorageImpl>>, 4>
+      aliases_;
   // The alias tensors this scope made; those still unshared when it closes are recycled.
   mutable c10::SmallVector<c10::intrusive_ptr<c10::TensorImpl>, 4> alias_tensors_;
   // DEVX_SIM_SANITIZE: the kernel's reads and writes through the aliases are device work, not
