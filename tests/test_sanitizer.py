@@ -7,6 +7,11 @@ import textwrap
 
 from conftest import assert_child_ok, describe, run_python
 
+
+def output_line(proc, tag: str) -> str:
+    """The child's first output line starting with `tag` (StopIteration if it printed none)."""
+    return next(line for line in proc.stdout.splitlines() if line.startswith(tag))
+
 OOB_SCRIPT = textwrap.dedent("""
     import ctypes, torch, torch_devx
     from torch_devx import diagnostics
@@ -32,7 +37,7 @@ OOB_SCRIPT = textwrap.dedent("""
 def test_out_of_bounds_write_by_a_kernel_names_the_allocation():
     proc = run_python(OOB_SCRIPT, DEVX_SIM_SANITIZE="1")
     assert_child_ok(proc)
-    caught = next(line for line in proc.stdout.splitlines() if line.startswith("CAUGHT"))
+    caught = output_line(proc, "CAUGHT")
     assert "out-of-bounds write after op mul.Tensor" in caught
     assert "8 byte(s) changed from 0 to 8 bytes past the end of allocation 0x" in caught
     assert "(400 bytes on devx:0, allocated at <string>:10)" in caught
@@ -79,7 +84,7 @@ def test_use_after_free_is_reported_with_both_lines():
     assert_child_ok(proc)
     assert "POISON ffffffffffffffff" in proc.stdout
     assert "REUSED False" in proc.stdout
-    caught = next(line for line in proc.stdout.splitlines() if line.startswith("CAUGHT"))
+    caught = output_line(proc, "CAUGHT")
     assert "use after free at synchronize: 4 byte(s) at offsets 0..3 of freed allocation 0x" in caught
     assert "(400 bytes on devx:0, allocated at <string>:4, freed at <string>:6)" in caught
     assert "host code" not in proc.stdout  # a kernel's accesses are device work
@@ -110,11 +115,11 @@ def test_underrun_found_by_an_explicit_check():
     proc = run_python(FRONT_SCRIPT, DEVX_SIM_SANITIZE="1")
     assert_child_ok(proc)
     # The host write itself is reported as it happens, and it went through, as on cpu_sim.
-    host = next(line for line in proc.stdout.splitlines() if line.startswith("HOST"))
+    host = output_line(proc, "HOST")
     assert "host code wrote device memory directly at 0x" in host
     assert "16 bytes before the start of allocation 0x" in host
     assert "(256 bytes on devx:0, allocated at <string>:4)" in host
-    caught = next(line for line in proc.stdout.splitlines() if line.startswith("CAUGHT"))
+    caught = output_line(proc, "CAUGHT")
     assert "out-of-bounds write at sanitize_check(): 4 byte(s) changed from 16 to 13 bytes before the start" in caught
     assert "(256 bytes on devx:0, allocated at <string>:4)" in caught
     assert "CLEAN" in proc.stdout
@@ -138,10 +143,10 @@ FREE_SCRIPT = textwrap.dedent("""
 def test_overrun_found_at_free_is_raised_at_the_next_op():
     proc = run_python(FREE_SCRIPT, DEVX_SIM_SANITIZE="1")
     assert_child_ok(proc)
-    caught = next(line for line in proc.stdout.splitlines() if line.startswith("CAUGHT"))
+    caught = output_line(proc, "CAUGHT")
     assert "out-of-bounds write (found when it was freed): 1 byte(s) changed from 0 to 1 bytes past the end" in caught
     assert "(40 bytes on devx:0, allocated at <string>:3, freed at <string>:8)" in caught
-    host = next(line for line in proc.stdout.splitlines() if line.startswith("HOST"))
+    host = output_line(proc, "HOST")
     assert "host code wrote device memory directly" in host and "0 bytes past the end of allocation" in host
 
 
@@ -204,11 +209,11 @@ def test_host_read_and_write_of_device_memory_name_the_allocation():
     assert_child_ok(proc)
     # Raised at the line that read, before the next statement ran.
     assert "READ" not in proc.stdout
-    caught = next(line for line in proc.stdout.splitlines() if line.startswith("CAUGHT"))
+    caught = output_line(proc, "CAUGHT")
     assert "devx sanitizer: host code read device memory directly at 0x" in caught
     assert "offset 8 of allocation 0x" in caught
     assert "(400 bytes on devx:0, allocated at <string>:3)" in caught
-    write = next(line for line in proc.stdout.splitlines() if line.startswith("WRITE"))
+    write = output_line(proc, "WRITE")
     assert "host code wrote device memory directly" in write and "offset 0 of allocation" in write
     assert "(400 bytes on devx:0, allocated at <string>:3)" in write
     assert "WROTE" not in proc.stdout
@@ -256,7 +261,7 @@ def test_host_read_of_freed_memory_is_reported_as_such():
     proc = run_python(FREED_SCRIPT, DEVX_SIM_SANITIZE="1")
     assert_child_ok(proc)
     assert "READ" not in proc.stdout
-    caught = next(line for line in proc.stdout.splitlines() if line.startswith("CAUGHT"))
+    caught = output_line(proc, "CAUGHT")
     assert "host code read freed device memory directly at 0x" in caught
     assert "offset 4 of freed allocation 0x" in caught
     assert "(400 bytes on devx:0, allocated at <string>:3, freed at <string>:5)" in caught

@@ -85,6 +85,30 @@ c10::intrusive_ptr<c10::StorageImpl> make_alias_storage(c10::StorageImpl* s, c10
       /*resizable=*/true);
 }
 
+// This thread's T, made on first use, reached through one initial-exec load (the caches below
+// are read on every op); nullptr once the thread's T is destroyed, for ops that destructors run
+// at thread exit.
+template <typename T>
+DEVX_HOT_TLS thread_local T* t_per_thread = nullptr;
+template <typename T>
+DEVX_HOT_TLS thread_local bool t_per_thread_gone = false;
+
+template <typename T>
+T* per_thread() {
+  if (C10_UNLIKELY(!t_per_thread<T>) && !t_per_thread_gone<T>) {
+    struct Owner {
+      T value;
+      ~Owner() {
+        t_per_thread<T> = nullptr;
+        t_per_thread_gone<T> = true;
+      }
+    };
+    thread_local Owner owner;
+    t_per_thread<T> = &owner.value;
+  }
+  return t_per_thread<T>;
+}
+
 // The deleter of a cached alias storage's bytes, which it borrows: they belong to the devx
 // storage (the context), which the op's own arguments keep alive while a scope uses the alias.
 void borrow_alias(void*) {}
@@ -106,28 +130,15 @@ struct CachedAlias {
   c10::intrusive_ptr<c10::StorageImpl> alias;
 };
 using AliasSlots = std::array<CachedAlias, kCachedAliasSlots>;
-DEVX_HOT_TLS thread_local AliasSlots* t_alias_slots = nullptr;
-DEVX_HOT_TLS thread_local bool t_alias_slots_gone = false;
 
-AliasSlots* alias_slots() {
-  if (C10_UNLIKELY(!t_alias_slots) && !t_alias_slots_gone) {
-    struct Owner {
-      AliasSlots slots;
-      ~Owner() {
-        t_alias_slots = nullptr;
-        t_alias_slots_gone = true;
-      }
-    };
-    thread_local Owner owner;
-    t_alias_slots = &owner.slots;
-  }
-  return t_alias_slots;
+CachedAlias& slot_for(AliasSlots& slots, const c10::StorageImpl* devx) {
+  return slots[(reinterpret_cast<uintptr_t>(devx) >> 4) % kCachedAliasSlots];
 }
 
 c10::intrusive_ptr<c10::StorageImpl> cached_alias_storage(c10::StorageImpl* s, c10::Device compute_device) {
-  AliasSlots* slots = alias_slots();
+  AliasSlots* slots = per_thread<AliasSlots>();
   if (C10_UNLIKELY(!slots)) return make_alias_storage(s, compute_device);
-  CachedAlias& slot = (*slots)[(reinterpret_cast<uintptr_t>(s) >> 4) % kCachedAliasSlots];
+  CachedAlias& slot = slot_for(*slots, s);
   c10::StorageImpl* a = slot.alias.get();
   if (a && slot.devx == s && a->data_ptr().get() == s->data() && a->nbytes() == s->nbytes() &&
       a->device() == compute_device) {
@@ -155,8 +166,8 @@ void settle_alias_storage(c10::StorageImpl* devx, const c10::intrusive_ptr<c10::
   c10::raw::intrusive_ptr::incref(devx);
   alias->set_data_ptr_noswap(
       c10::DataPtr(alias->data_ptr().get(), devx, &release_alias, alias->data_ptr().device()));
-  if (AliasSlots* slots = alias_slots()) {
-    CachedAlias& slot = (*slots)[(reinterpret_cast<uintptr_t>(devx) >> 4) % kCachedAliasSlots];
+  if (AliasSlots* slots = per_thread<AliasSlots>()) {
+    CachedAlias& slot = slot_for(*slots, devx);
     if (slot.alias.get() == alias.get()) {
       slot.alias.reset();
       slot.devx = nullptr;
@@ -169,31 +180,11 @@ void settle_alias_storage(c10::StorageImpl* devx, const c10::intrusive_ptr<c10::
 // holds comes back here, and it waits holding an empty storage (so no devx memory stays alive).
 constexpr size_t kRecycledAliases = 8;
 using RecycledAliases = std::vector<c10::intrusive_ptr<c10::TensorImpl>>;
-// A plain pointer, so that reaching the list is one initial-exec load; the list itself lives in
-// (and dies with) a thread_local owner made on the thread's first op. Ops run by destructors at
-// thread exit, after the owner is gone, recycle nothing.
-DEVX_HOT_TLS thread_local RecycledAliases* t_recycled_aliases = nullptr;
-DEVX_HOT_TLS thread_local bool t_recycling_over = false;
-
-RecycledAliases* recycled_aliases() {
-  if (C10_UNLIKELY(!t_recycled_aliases) && !t_recycling_over) {
-    struct Owner {
-      RecycledAliases list;
-      ~Owner() {
-        t_recycled_aliases = nullptr;
-        t_recycling_over = true;
-      }
-    };
-    thread_local Owner owner;
-    t_recycled_aliases = &owner.list;
-  }
-  return t_recycled_aliases;
-}
 
 c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, c10::intrusive_ptr<c10::StorageImpl> storage,
                                                c10::DispatchKeySet keyset) {
   c10::intrusive_ptr<c10::TensorImpl> impl;
-  RecycledAliases* recycled = recycled_aliases();
+  RecycledAliases* recycled = per_thread<RecycledAliases>();
   if (recycled && !recycled->empty()) {
     impl = std::move(recycled->back());
     recycled->pop_back();
@@ -208,7 +199,7 @@ c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, c10::intrusi
 }
 
 void recycle_alias(c10::intrusive_ptr<c10::TensorImpl>&& impl) {
-  RecycledAliases* recycled = recycled_aliases();
+  RecycledAliases* recycled = per_thread<RecycledAliases>();
   if (!recycled || recycled->size() >= kRecycledAliases || impl.use_count() != 1 || impl.weak_use_count() != 1 ||
       typeid(*impl) != typeid(c10::TensorImpl) || !impl->allow_tensor_metadata_change()) {
     return;
@@ -248,6 +239,13 @@ c10::Storage copy_foreign(c10::StorageImpl* s, c10::DeviceIndex device) {
   return c10::Storage(c10::Storage::use_byte_size_t(), n, std::move(fresh), devx_allocator(), true);
 }
 
+// The devx storage a kernel's result lives in: the one it aliases or was allocated as, else a
+// devx copy of foreign memory.
+c10::Storage devx_storage_or_copy(c10::StorageImpl* s, c10::DeviceIndex device) {
+  c10::Storage storage = devx_storage_for(s, device);
+  return storage ? storage : copy_foreign(s, device);
+}
+
 [[noreturn]] void mixed_devices(const at::Tensor& t, c10::DeviceIndex device) {
   TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
               devx_device(device), " and ", t.device(), "! (devx ops take tensors of one devx device; "
@@ -264,10 +262,6 @@ ComputeScope::ComputeScope()
   TORCH_CHECK(g_compute_type >= 0, "devx: vendor '", vendor().name,
               "' runs no ATen kernels on its memory; this op needs a kernel of its own");
   if (g_alias_allocator) t_route_device = device_;
-  if (C10_UNLIKELY(sanitizer::enabled())) {
-    device_work_ = true;
-    sanitizer::enter_device_work();
-  }
 }
 
 ComputeScope::~ComputeScope() {
@@ -276,7 +270,6 @@ ComputeScope::~ComputeScope() {
   // Those not recycled go now, so that only references from outside count as an escape.
   alias_tensors_.clear();
   for (const auto& [devx, alias] : aliases_) settle_alias_storage(devx.get(), alias);
-  if (C10_UNLIKELY(device_work_)) sanitizer::leave_device_work();
 }
 
 at::Tensor ComputeScope::in(const at::Tensor& t) const {
@@ -383,8 +376,7 @@ void ComputeScope::sync_back(const at::Tensor& devx_tensor, const at::Tensor& al
       d->set_storage_keep_dtype(copy_foreign(as, device_));
     }
   } else {
-    c10::Storage target = devx_storage_for(as, device_);
-    if (!target) target = copy_foreign(as, device_);
+    c10::Storage target = devx_storage_or_copy(as, device_);
     if (target.unsafeGetStorageImpl() != ds) d->set_storage_keep_dtype(std::move(target));
   }
   if (d->sizes() != a->sizes() || d->strides() != a->strides() || d->storage_offset() != a->storage_offset()) {
@@ -398,11 +390,8 @@ void ComputeScope::sync_back(at::TensorList devx_tensors, const std::vector<at::
 
 at::Tensor alias_to_devx(const at::Tensor& r, c10::DeviceIndex device) {
   if (!r.defined()) return r;
-  c10::StorageImpl* s = r.storage().unsafeGetStorageImpl();
-  c10::Storage storage = devx_storage_for(s, device);
-  if (!storage) storage = copy_foreign(s, device);
   auto impl = c10::make_intrusive<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r.dtype());
+      devx_storage_or_copy(r.storage().unsafeGetStorageImpl(), device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r.dtype());
   impl->set_sizes_and_strides(r.sizes(), r.strides(), r.storage_offset());
   if (C10_UNLIKELY(r.is_conj())) impl->_set_conj(true);
   if (C10_UNLIKELY(r.is_neg())) impl->_set_neg(true);
@@ -417,10 +406,7 @@ at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device) {
   const bool reusable = r.use_count() == 1 && r.weak_use_count() == 1 && typeid(*impl) == typeid(c10::TensorImpl) &&
                         impl->layout() == c10::kStrided && impl->allow_tensor_metadata_change();
   if (!reusable) return alias_to_devx(static_cast<const at::Tensor&>(r), device);
-  c10::StorageImpl* s = impl->storage().unsafeGetStorageImpl();
-  c10::Storage storage = devx_storage_for(s, device);
-  if (!storage) storage = copy_foreign(s, device);
-  impl->set_storage_keep_dtype(std::move(storage));
+  impl->set_storage_keep_dtype(devx_storage_or_copy(impl->storage().unsafeGetStorageImpl(), device));
   impl->_change_backend_component_keys(devx_device(device));
   return std::move(r);
 }

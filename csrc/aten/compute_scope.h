@@ -26,6 +26,8 @@
 
 #include <vector>
 
+#include "runtime/sanitizer.h"
+
 namespace devx {
 
 class ComputeScope {
@@ -69,7 +71,7 @@ class ComputeScope {
   mutable c10::SmallVector<c10::intrusive_ptr<c10::TensorImpl>, 4> alias_tensors_;
   // DEVX_SIM_SANITIZE: the kernel's reads and writes through the aliases are device work, not
   // host code touching devx memory (see sanitizer.h).
-  bool device_work_ = false;
+  sanitizer::DeviceAccess device_work_;
   c10::DeviceIndex device_;
   c10::Device compute_device_;
   c10::DispatchKeySet keyset_;

@@ -129,7 +129,7 @@ Block* DeviceBlocks::adopt_free_segment(size_t size, bool small, int64_t stream)
     Block* b = *it;
     if (b->stream != stream || (small && b->size != kSmallBuffer)) return nullptr;
     if (b->prev || b->next) continue;  // a free piece of a segment
-    other.erase(it);
+    pool_take(other, it);
     // The segment stays reserved: only the per-pool statistics change.
     stats_.segment[pool_stat(!small)].decrease(1);
     stats_.reserved_bytes[pool_stat(!small)].decrease(b->size);

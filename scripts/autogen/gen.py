@@ -140,7 +140,7 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str]:
     kinds = {b.name: classify(b.argument.type) for b in bindings}
     writes = {b.name for b in bindings if b.argument.annotation and b.argument.annotation.is_write}
 
-    body = ["  devx::ComputeScope scope;", "  const c10::DispatchKeySet ks = scope.keyset();"]
+    body = ["  devx::ComputeScope scope;"]
     call_args = []
     for b in bindings:
         kind = kinds[b.name]
@@ -156,6 +156,9 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str]:
         else:
             call_args.append(b.name)
     call = e.call or f"at::_ops::{e.ident}::redispatch(ks, {', '.join(call_args)})"
+    # Custom code that calls ops through the dispatcher again needs no compute key set.
+    if re.search(r"\bks\b", call):
+        body.insert(1, "  const c10::DispatchKeySet ks = scope.keyset();")
 
     returns = f.func.returns
     syncs = [f"  scope.sync_back({name}, a_{name});" for name in names if name in writes]
