@@ -205,3 +205,34 @@ torch.devx.synchronize()
 again = torch.empty(n, device="devx")    # s has passed: the block is back in the pool
 assert again.data_ptr() == ptr
 """)
+
+
+def test_memory_goes_back_to_the_vendor_only_after_the_device_has_run_what_uses_it():
+    # cpu_sim's softmax kernel writes its result once the held stream runs; y is freed before that,
+    # as a block is free once its last work is queued. Memory given back to the vendor could be
+    # handed to another stream at once, so empty_cache and the out-of-memory retry wait for the
+    # device first, as cudaFree does.
+    proc = run_python(PRELUDE + """
+n = 1 << 20                                   # 4 MiB: segments of their own
+x = torch.randn(n, device="devx")
+torch.devx.synchronize()
+
+def check(give_back):
+    with hold_stream():
+        y = torch.softmax(x, 0)
+        del y
+        reserved = torch.devx.memory_reserved()
+        t = threading.Thread(target=give_back)
+        t.start()
+        t.join(0.5)
+        assert t.is_alive(), "memory the held stream will still write went back to the vendor"
+        assert torch.devx.memory_reserved() == reserved
+    t.join()
+
+check(torch.devx.empty_cache)
+assert torch.devx.memory_reserved() == 4 << 20   # x's segment alone
+big = []
+check(lambda: big.append(torch.empty(3 * n, device="devx")))   # 12 MiB: only after y's segment is back
+assert big[0].shape == (3 * n,) and torch.devx.memory_stats()["num_alloc_retries"] >= 1
+""", DEVX_SIM_ASYNC="1", DEVX_SIM_VENDOR_KERNELS="1", DEVX_SIM_MEMORY="16MiB")
+    assert_child_ok(proc)

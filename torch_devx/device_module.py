@@ -184,7 +184,7 @@ def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str
 
 
 def empty_cache() -> None:
-    torch.accelerator.empty_cache()
+    _C._empty_cache()
 
 
 # Random numbers: one default generator per device (torch.manual_seed seeds them all through

@@ -50,12 +50,6 @@ struct Plan {
   Kind kind = Kind::kInline;
 };
 
-std::string overload_name(const c10::OperatorName& n) {
-  std::string name = n.name.substr(n.name.find("::") + 2);
-  if (!n.overload_name.empty()) name += "." + n.overload_name;
-  return name;
-}
-
 bool is_tensor_or_list(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::TensorType) return true;
   auto list = type->cast<c10::ListType>();

@@ -152,6 +152,12 @@ void bind_memory(py::module_& m) {
   m.def("_memory_snapshot", &snapshot);
   m.def("_memory_timeline", &timeline);
   m.def("_memory_history_recording", &history::recording);
+  // Giving memory back waits for the device, whose queued work may need the GIL (a held stream is
+  // released from Python).
+  m.def("_empty_cache", [] {
+    py::gil_scoped_release no_gil;
+    devx_allocator()->emptyCache();
+  });
 }
 
 }  // namespace devx

@@ -91,6 +91,44 @@ void wait_for(const std::vector<DevxEventHandle>& events) {
   for (DevxEventHandle event : events) g_vendor->event_synchronize(event);
 }
 
+// Waits for the events of `blocks`' pending blocks; called and returns with `lock` held.
+void wait_for_pending(DeviceBlocks& blocks, std::unique_lock<std::mutex>& lock) {
+  std::vector<DevxEventHandle> events = blocks.begin_wait();
+  if (events.empty()) return;
+  lock.unlock();
+  wait_for(events);
+  lock.lock();
+  blocks.end_wait();
+}
+
+// Gives `device`'s wholly free segments back to the vendor; called and returns with `lock` held.
+// A block is free once its last work is queued, so the device's queued work may still use a free
+// segment: the device is waited for first, as cudaFree does, without the lock (a stream's work
+// may allocate). A stream's own work (a kernel allocating a temporary) cannot wait for the device,
+// which includes itself: it gives nothing back.
+void release_free_segments(DeviceBlocks& blocks, c10::DeviceIndex device, std::unique_lock<std::mutex>& lock) {
+  if (on_stream_work()) return;
+  std::vector<Block*> segments = blocks.detach_free_segments();
+  if (segments.empty()) return;
+  lock.unlock();
+  const DevxStatus status = g_vendor->device_synchronize(device);
+  lock.lock();
+  // A failed kernel still ended: its error is reported, after the memory is back.
+  blocks.free_segments(segments);
+  DEVX_VENDOR_CHECK(status);
+}
+
+// Out of memory: waits for the blocks other streams were still using, then gives back the free
+// segments, then tries again (CUDA's retry). Called and returns with `lock` held.
+Block* allocate_after_release(DeviceBlocks& blocks, c10::DeviceIndex device, size_t nbytes, int64_t stream,
+                              std::unique_lock<std::mutex>& lock) {
+  wait_for_pending(blocks, lock);
+  if (Block* block = blocks.allocate(round_size(nbytes), nbytes, stream)) return block;
+  blocks.stats().num_alloc_retries++;
+  release_free_segments(blocks, device, lock);
+  return blocks.allocate(round_size(nbytes), nbytes, stream);
+}
+
 template <typename F>
 void for_each_stat(DeviceStats& st, F f) {
   for (auto* arr : {&st.allocation, &st.segment, &st.active, &st.inactive_split, &st.allocated_bytes,
@@ -144,17 +182,7 @@ c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, 
   std::unique_lock<std::mutex> lock(g_mutex);
   const int64_t stream = getCurrentDevxStream(device).id();
   Block* block = blocks.allocate(round_size(nbytes), nbytes, stream);
-  if (C10_UNLIKELY(!block)) {
-    // Blocks other streams may still use come back once those streams pass their events.
-    std::vector<DevxEventHandle> events = blocks.begin_wait();
-    if (!events.empty()) {
-      lock.unlock();
-      wait_for(events);
-      lock.lock();
-      blocks.end_wait();
-      block = blocks.allocate(round_size(nbytes), nbytes, stream);
-    }
-  }
+  if (C10_UNLIKELY(!block)) block = allocate_after_release(blocks, device, nbytes, stream, lock);
   if (C10_UNLIKELY(!block)) {
     DeviceStats& st = blocks.stats();
     st.num_ooms++;
@@ -203,15 +231,10 @@ void DevxAllocator::emptyCache(c10::MempoolId_t) {
   std::optional<history::CallScope> history_scope;
   if (C10_UNLIKELY(history::recording())) history_scope.emplace(/*is_free=*/false);
   std::unique_lock<std::mutex> lock(g_mutex);
-  for (auto& blocks : all_devices()) {
-    std::vector<DevxEventHandle> events = blocks->begin_wait();
-    if (events.empty()) continue;
-    lock.unlock();
-    wait_for(events);
-    lock.lock();
-    blocks->end_wait();
+  for (auto& blocks : all_devices()) wait_for_pending(*blocks, lock);
+  for (c10::DeviceIndex d = 0; d < static_cast<c10::DeviceIndex>(all_devices().size()); ++d) {
+    release_free_segments(*all_devices()[d], d, lock);
   }
-  for (auto& blocks : all_devices()) blocks->release_free_segments();
 }
 
 void DevxAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {

@@ -66,13 +66,7 @@ Block* DeviceBlocks::allocate(size_t size, size_t requested, int64_t stream) {
   Block* block = take_free(size, small, stream);
   if (!block) block = adopt_free_segment(size, small, stream);
   if (!block) block = new_segment(size, small, stream);
-  if (!block) {
-    stats_.num_alloc_retries++;
-    release_free_segments();
-    block = take_free(size, small, stream);
-    if (!block) block = new_segment(size, small, stream);
-    if (!block) return nullptr;
-  }
+  if (!block) return nullptr;
   split(block, size);
   block->allocated = true;
   block->requested = requested;
@@ -306,8 +300,9 @@ void DeviceBlocks::end_wait() {
   retired_.clear();
 }
 
-void DeviceBlocks::release_free_segments() {
+std::vector<Block*> DeviceBlocks::detach_free_segments() {
   if (!pending_.empty()) process_pending();
+  std::vector<Block*> segments;
   for (Pool* p : {&small_, &large_}) {
     for (auto it = p->begin(); it != p->end();) {
       Block* b = *it;
@@ -315,18 +310,25 @@ void DeviceBlocks::release_free_segments() {
         ++it;
         continue;
       }
-      DevxStatus status = g_vendor->free(device_, b->ptr);
-      TORCH_INTERNAL_ASSERT(status == DEVX_OK, "devx: vendor free failed: ", g_vendor->last_error());
-      for_pool(b->small, [&](size_t i) {
-        stats_.segment[i].decrease(1);
-        stats_.reserved_bytes[i].decrease(b->size);
-      });
-      stats_.num_device_free++;
-      if (b->size >= settings_->max_split_size) stats_.oversize_segments.decrease(1);
+      segments.push_back(b);
       it = p->erase(it);
-      record(history::Action::kSegmentFree, b->ptr, b->size);
-      drop_block(b);
     }
+  }
+  return segments;
+}
+
+void DeviceBlocks::free_segments(const std::vector<Block*>& segments) {
+  for (Block* b : segments) {
+    DevxStatus status = g_vendor->free(device_, b->ptr);
+    TORCH_INTERNAL_ASSERT(status == DEVX_OK, "devx: vendor free failed: ", g_vendor->last_error());
+    for_pool(b->small, [&](size_t i) {
+      stats_.segment[i].decrease(1);
+      stats_.reserved_bytes[i].decrease(b->size);
+    });
+    stats_.num_device_free++;
+    if (b->size >= settings_->max_split_size) stats_.oversize_segments.decrease(1);
+    record(history::Action::kSegmentFree, b->ptr, b->size);
+    drop_block(b);
   }
 }
 

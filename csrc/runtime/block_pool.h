@@ -56,15 +56,18 @@ class DeviceBlocks {
   DeviceBlocks(int device, const AllocatorSettings* settings)
       : device_(device), settings_(settings), small_(PoolOrder{true}), large_(PoolOrder{false}) {}
 
-  // A block of at least `size` (already rounded) bytes for stream id `stream`, or nullptr if the
-  // vendor is out of memory even after giving back every free segment. Throws on other vendor
-  // errors.
+  // A block of at least `size` (already rounded) bytes for stream id `stream`, or nullptr if
+  // neither the pools nor the vendor have one. Throws on other vendor errors.
   Block* allocate(size_t size, size_t requested, int64_t stream);
   void free(Block* block);
   // Stream id `stream` may use `block` (an allocated block) from now on.
   void record_stream(Block* block, int64_t stream);
-  // Gives every wholly free segment back to the vendor.
-  void release_free_segments();
+  // Giving the wholly free segments back to the vendor takes two steps: they leave the pools
+  // (nothing can take them any more), then, once the caller has waited for the device's queued
+  // work (some of it may still use them: a block is free as soon as its last work is queued),
+  // they are freed. The wait is the caller's because it must not hold the allocator's lock.
+  std::vector<Block*> detach_free_segments();
+  void free_segments(const std::vector<Block*>& segments);
   // The events the blocks freed while other streams might use them wait for. The caller waits for
   // them without the allocator's lock (a stream's work may allocate), then calls end_wait(); until
   // then the events stay valid.

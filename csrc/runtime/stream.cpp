@@ -4,6 +4,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "runtime/exception.h"
@@ -63,8 +64,15 @@ c10::DeviceIndex resolve(c10::DeviceIndex device) {
 
 thread_local std::vector<c10::StreamId> t_current_streams;
 
+thread_local bool t_on_stream_work = false;
+
 void run_host_work(void* work) {
   std::unique_ptr<std::function<void()>> owned(static_cast<std::function<void()>*>(work));
+  // Restored however the work ends: the vendor reports a throw, and the thread runs more work.
+  struct Mark {
+    bool before = std::exchange(t_on_stream_work, true);
+    ~Mark() { t_on_stream_work = before; }
+  } mark;
   (*owned)();
 }
 
@@ -139,6 +147,10 @@ void setCurrentDevxStream(DevxStream stream) {
     t_current_streams.resize(device_count(), 0);
   }
   t_current_streams[stream.device_index()] = stream.id();
+}
+
+bool on_stream_work() {
+  return t_on_stream_work;
 }
 
 void launch_host_work(const DevxStream& stream, std::function<void()> work) {

@@ -46,5 +46,8 @@ void stream_priority_range(int* least, int* greatest);
 // released after it ran, on whatever thread ran it. An exception it throws is the vendor's to
 // report (see async_host_streams).
 void launch_host_work(const DevxStream& stream, std::function<void()> work);
+// Whether this thread is running work given to launch_host_work (which may not wait for its own
+// stream, nor for the device).
+bool on_stream_work();
 
 }  // namespace devx
