@@ -175,6 +175,17 @@ void settle_alias_storage(c10::StorageImpl* devx, const c10::intrusive_ptr<c10::
   }
 }
 
+// Element by element: these are a few dimensions, where a call to memcmp costs more.
+bool same_geometry(const c10::TensorImpl& a, const c10::TensorImpl& b) {
+  const c10::IntArrayRef as = a.sizes(), bs = b.sizes();
+  if (as.size() != bs.size() || a.storage_offset() != b.storage_offset()) return false;
+  const c10::IntArrayRef ast = a.strides(), bst = b.strides();
+  for (size_t i = 0; i < as.size(); ++i) {
+    if (as[i] != bs[i] || ast[i] != bst[i]) return false;
+  }
+  return true;
+}
+
 // Alias TensorImpls recycled between ops on this thread: allocating, constructing and destroying
 // one per argument per op was a tenth of a small op's cost. Only a plain TensorImpl nothing else
 // holds comes back here, and it waits holding an empty storage (so no devx memory stays alive).
@@ -189,10 +200,15 @@ c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, c10::intrusi
     impl = std::move(recycled->back());
     recycled->pop_back();
     impl->set_storage_and_dtype(c10::Storage(std::move(storage)), t.dtype());
+    // Ops in a loop see the same shapes again: the recycled geometry (and the contiguity worked
+    // out from it) is still right.
+    if (!same_geometry(*impl, *t.unsafeGetTensorImpl())) {
+      impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+    }
   } else {
     impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)), keyset, t.dtype());
+    impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   }
-  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   impl->_set_conj(t.is_conj());
   impl->_set_neg(t.is_neg());
   return impl;
@@ -363,7 +379,10 @@ void ComputeScope::sync_back(const at::Tensor& devx_tensor, const at::Tensor& al
   const c10::TensorImpl* a = alias.unsafeGetTensorImpl();
   c10::StorageImpl* as = a->storage().unsafeGetStorageImpl();
   c10::StorageImpl* ds = d->storage().unsafeGetStorageImpl();
-  if (as->allocator() == g_alias_allocator && !is_alias_data(as->data_ptr())) {
+  const bool aliased = is_alias_data(as->data_ptr());
+  if (aliased && as->data_ptr().get_context() == ds) {
+    // The kernel wrote through the alias of the tensor's own storage: the bytes are in place.
+  } else if (as->allocator() == g_alias_allocator && !aliased) {
     // The kernel resized the alias (an out= argument of the wrong size): adopt the new bytes in
     // the devx storage itself, so every devx view of it sees them, as resize_ does on the CPU.
     c10::DataPtr moved = as->set_data_ptr(c10::DataPtr(nullptr, compute_device_));
@@ -379,9 +398,7 @@ void ComputeScope::sync_back(const at::Tensor& devx_tensor, const at::Tensor& al
     c10::Storage target = devx_storage_or_copy(as, device_);
     if (target.unsafeGetStorageImpl() != ds) d->set_storage_keep_dtype(std::move(target));
   }
-  if (d->sizes() != a->sizes() || d->strides() != a->strides() || d->storage_offset() != a->storage_offset()) {
-    d->set_sizes_and_strides(a->sizes(), a->strides(), a->storage_offset());
-  }
+  if (!same_geometry(*d, *a)) d->set_sizes_and_strides(a->sizes(), a->strides(), a->storage_offset());
 }
 
 void ComputeScope::sync_back(at::TensorList devx_tensors, const std::vector<at::Tensor>& aliases) const {

@@ -180,7 +180,7 @@ c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, 
   std::optional<history::CallScope> history_scope;
   if (C10_UNLIKELY(history::recording())) history_scope.emplace(/*is_free=*/false);
   std::unique_lock<std::mutex> lock(g_mutex);
-  const int64_t stream = getCurrentDevxStream(device).id();
+  const int64_t stream = current_stream_id(device);
   Block* block = blocks.allocate(round_size(nbytes), nbytes, stream);
   if (C10_UNLIKELY(!block)) block = allocate_after_release(blocks, device, nbytes, stream, lock);
   if (C10_UNLIKELY(!block)) {

@@ -129,6 +129,8 @@ class DeviceBlocks {
     if (C10_UNLIKELY(history::recording())) history::record(device_, action, ptr, size, totals());
   }
   void release(Block* block);
+  void release_small(Block* block);
+  void release_large(Block* block);
   // Frees the pending blocks whose events have completed.
   void process_pending();
 

@@ -11,16 +11,21 @@ namespace {
 DEVX_HOT_TLS thread_local c10::DeviceIndex t_current = -1;
 }  // namespace
 
+namespace detail {
+std::atomic<c10::DeviceIndex> g_known_device_count{0};
+}  // namespace detail
+
 c10::DeviceIndex device_count() {
   static const c10::DeviceIndex count = [] {
     int n = 0;
     DEVX_VENDOR_CHECK(vendor().device_count(&n));
+    detail::g_known_device_count.store(static_cast<c10::DeviceIndex>(n), std::memory_order_relaxed);
     return static_cast<c10::DeviceIndex>(n);
   }();
   return count;
 }
 
-void check_device_index(c10::DeviceIndex index) {
+void detail::check_device_index_slow(c10::DeviceIndex index) {
   c10::DeviceIndex n = device_count();
   TORCH_CHECK(index >= 0 && index < n, "devx: invalid device index ", static_cast<int>(index), ": ",
               vendor().name, " has ", static_cast<int>(n), " device", n == 1 ? "" : "s",

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <c10/core/Device.h>
+#include <c10/macros/Macros.h>
+
+#include <atomic>
 
 namespace devx {
 
@@ -16,8 +19,17 @@ constexpr c10::DeviceType kDevx = c10::DeviceType::PrivateUse1;
 c10::DeviceIndex device_count();
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);
+namespace detail {
+// device_count() once it has been asked (0 before): every op checks an index against it.
+extern std::atomic<c10::DeviceIndex> g_known_device_count;
+void check_device_index_slow(c10::DeviceIndex index);
+}  // namespace detail
+
 // Throws (RuntimeError naming the index and the count) unless 0 <= index < device_count().
-void check_device_index(c10::DeviceIndex index);
+inline void check_device_index(c10::DeviceIndex index) {
+  if (C10_LIKELY(index >= 0 && index < detail::g_known_device_count.load(std::memory_order_relaxed))) return;
+  detail::check_device_index_slow(index);
+}
 void synchronize_device(c10::DeviceIndex index);
 
 inline c10::Device devx_device(c10::DeviceIndex index) {

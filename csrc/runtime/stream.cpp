@@ -130,6 +130,10 @@ DevxStream getCurrentDevxStream(c10::DeviceIndex device) {
   return getDefaultDevxStream(device);
 }
 
+c10::StreamId current_stream_id(c10::DeviceIndex device) {
+  return static_cast<size_t>(device) < t_current_streams.size() ? t_current_streams[device] : 0;
+}
+
 DevxStream getStreamFromPool(int priority, c10::DeviceIndex device) {
   device = resolve(device);
   DeviceStreams& ds = streams_of(device);

@@ -37,6 +37,8 @@ class DevxStream {
 
 DevxStream getDefaultDevxStream(c10::DeviceIndex device = -1);
 DevxStream getCurrentDevxStream(c10::DeviceIndex device = -1);
+// The id of getCurrentDevxStream(device), for a valid `device` (the allocator's hot path).
+c10::StreamId current_stream_id(c10::DeviceIndex device);
 // Round-robin over the pool of the priority level nearest `priority` (clamped to the range).
 DevxStream getStreamFromPool(int priority = 0, c10::DeviceIndex device = -1);
 void setCurrentDevxStream(DevxStream stream);
