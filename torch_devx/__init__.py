@@ -23,6 +23,7 @@ from . import _environ, device_module  # noqa: E402  (needs the renamed backend)
 
 torch._register_device_module("devx", device_module)
 sys.modules["torch.devx.memory"] = device_module.memory
+sys.modules["torch.devx.amp"] = device_module.amp
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )

@@ -250,4 +250,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'torch.devx' has no attribute {name!r}")
 
 
-from . import memory  # noqa: E402,F401  (torch.devx.memory; it reads the functions above)
+from . import amp, memory  # noqa: E402,F401  (torch.devx.amp and .memory; they read the functions above)
