@@ -19,10 +19,15 @@ def is_autocast_available() -> bool:
 
 
 class autocast(torch.amp.autocast_mode.autocast):  # noqa: N801  (torch.cuda.amp's name)
-    """torch.autocast("devx", ...)."""
+    """torch.autocast("devx", ...).
 
-    def __init__(self, enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True) -> None:
-        super().__init__("devx", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
+    What it makes is a torch.autocast itself: torch.compile traces only PyTorch's own autocast
+    classes (it names them), and treats a subclass's object as an unknown context manager.
+    """
+
+    def __new__(cls, enabled: bool = True, dtype: torch.dtype = torch.float16,
+                cache_enabled: bool = True) -> torch.amp.autocast_mode.autocast:
+        return torch.amp.autocast_mode.autocast("devx", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
 
 
 class GradScaler(torch.amp.GradScaler):
