@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import assert_close_cpu
+from conftest import assert_child_ok, assert_close_cpu, run_many
 
 
 @pytest.fixture(autouse=True)
@@ -101,9 +101,6 @@ def test_default_backend_on_cpu_sim_is_a_clear_error_and_eager_still_works(devx)
 def test_dynamo_device_interface_for_devx(devx):
     from torch._dynamo.device_interface import get_interface_for_device
 
-    from torch_devx import _inductor_backend
-
-    _inductor_backend.register_device_interface()
     interface = get_interface_for_device("devx")
     assert interface.device_count() == torch.devx.device_count()
     with interface.device(1):
@@ -112,3 +109,23 @@ def test_dynamo_device_interface_for_devx(devx):
     assert interface.exchange_device(0) == 1
     assert interface.get_raw_stream(0) != 0
     assert not interface.is_triton_capable() or devx._C._compute_device_type() == 1
+
+
+
+FIND_INTERFACE = """
+from torch._dynamo.device_interface import get_interface_for_device
+assert get_interface_for_device("devx").device_count() == torch.devx.device_count()
+assert get_interface_for_device(torch.device("devx", 1)) is get_interface_for_device("devx")
+print("INTERFACE-OK")
+"""
+
+
+def test_device_interface_is_registered_whichever_is_imported_first():
+    """Dynamo finds the devx interface with nothing called first: registered as
+    torch._dynamo.device_interface is imported, or at once when dynamo came before torch_devx;
+    importing torch_devx does not import dynamo."""
+    devx_first = "import sys, torch, torch_devx\nassert 'torch._dynamo' not in sys.modules\n"
+    dynamo_first = "import torch, torch._dynamo, torch_devx\n"
+    for proc in run_many([(devx_first + FIND_INTERFACE, {}), (dynamo_first + FIND_INTERFACE, {})]):
+        assert_child_ok(proc)
+        assert "INTERFACE-OK" in proc.stdout

@@ -1,8 +1,9 @@
 """torch.compile on devx: the dynamo device interface and inductor's code generators for devx.
 
-Inductor looks the code generators up on the device module (torch.devx.Scheduling,
-.PythonWrapperCodegen, .CppWrapperCodegen, .WrapperFxCodegen) the first time it compiles for devx;
-device_module's __getattr__ lands here, so importing torch_devx does not import dynamo or inductor.
+Dynamo gets the interface when it is imported (an import hook, see __init__). Inductor looks the
+code generators up on the device module (torch.devx.Scheduling, .PythonWrapperCodegen,
+.CppWrapperCodegen, .WrapperFxCodegen) the first time it compiles for devx; device_module's
+__getattr__ lands here, so importing torch_devx does not import dynamo or inductor.
 
 A vendor that computes with CUDA kernels gets the Triton generator: its kernels take the devx
 buffers' device pointers and run on the current devx stream (get_raw_stream), and the wrapper code
@@ -11,6 +12,7 @@ kernels (cpu_sim) gets a clear error pointing at backend="aot_eager" (see codege
 """
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -22,7 +24,7 @@ _CPU, _CUDA = 0, 1  # c10::DeviceType values of the vendor's compute device
 
 
 def codegen_class(name: str) -> Any:
-    register_device_interface()
+    _register_device_op_overrides()
     if _C._compute_device_type() != _CUDA:
         return _Unsupported
     from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
@@ -68,11 +70,14 @@ class _Unsupported(metaclass=_RaiseOnUse):
         raise RuntimeError(_Unsupported.message())
 
 
-_registered = False
+_op_overrides_registered = False
 
 
 def _register_device_op_overrides() -> None:
     """The lines inductor's wrapper code writes to pick a device, wait for it, or get its stream."""
+    global _op_overrides_registered
+    if _op_overrides_registered:
+        return
     from torch._inductor.codegen.common import register_device_op_overrides
     from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 
@@ -90,18 +95,15 @@ def _register_device_op_overrides() -> None:
             return f"torch.devx.device({device_idx})"
 
     register_device_op_overrides("devx", DevxDeviceOpOverrides())
+    _op_overrides_registered = True
 
 
-def register_device_interface() -> None:
-    global _registered
-    if _registered:
-        return
-    _register_device_op_overrides()
-    from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
-
+def register_device_interface(device_interface: ModuleType) -> None:
+    """Dynamo's interface to the devx device, registered as torch._dynamo.device_interface is
+    imported (see __init__): dynamo asks for it while it compiles a graph with devx tensors."""
     devx = torch.devx
 
-    class DevxInterface(DeviceInterface):
+    class DevxInterface(device_interface.DeviceInterface):
         device = devx.device
         Event = devx.Event  # type: ignore[assignment]
         Stream = devx.Stream  # type: ignore[assignment]
@@ -151,7 +153,6 @@ def register_device_interface() -> None:
         def is_triton_capable(device: Any = None) -> bool:
             return _C._compute_device_type() == _CUDA
 
-    register_interface_for_device("devx", DevxInterface)
+    device_interface.register_interface_for_device("devx", DevxInterface)
     for index in range(devx.device_count()):
-        register_interface_for_device(f"devx:{index}", DevxInterface)
-    _registered = True
+        device_interface.register_interface_for_device(f"devx:{index}", DevxInterface)
