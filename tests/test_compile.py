@@ -129,3 +129,57 @@ def test_device_interface_is_registered_whichever_is_imported_first():
     for proc in run_many([(devx_first + FIND_INTERFACE, {}), (dynamo_first + FIND_INTERFACE, {})]):
         assert_child_ok(proc)
         assert "INTERFACE-OK" in proc.stdout
+
+
+@pytest.mark.parametrize("device", ["devx", "devx:1"])
+def test_checkpointed_dropout_compiled_and_eager_draw_the_same_masks(devx, device):
+    """checkpoint(use_reentrant=False) recomputes dropout in the backward from the forward's RNG
+    state: eager (torch.utils.checkpoint reads torch.devx._initialized) and compiled with aot_eager
+    (run_and_save_rng_state / run_with_rng_state on devx) give the gradients of the same run
+    without checkpointing."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8).to(device)
+    x = torch.randn(6, 8, device=device, requires_grad=True)
+
+    def block(t):
+        return nn.functional.dropout(lin(t).relu(), 0.5) * 2
+
+    def plain(t):
+        return block(t).sum()
+
+    def checkpointed(t):
+        return checkpoint(block, t, use_reentrant=False).sum()
+
+    results = []
+    for fn in (plain, checkpointed, torch.compile(checkpointed, backend="aot_eager")):
+        x.grad = lin.weight.grad = None
+        torch.manual_seed(1)
+        out = fn(x)
+        out.backward()
+        results.append((out.detach().cpu(), x.grad.cpu(), lin.weight.grad.cpu()))
+    assert results[0][1].count_nonzero() < results[0][1].numel()  # dropout did drop
+    for got in results[1:]:
+        for a, b in zip(got, results[0]):
+            assert torch.equal(a, b)
+
+
+def test_rng_state_operators_on_devx_fake_and_real(devx):
+    """The RNG-state operators AOT autograd puts into checkpointed graphs: run_with_rng_state
+    replays what run_and_save_rng_state drew, on devx and CPU alike; under fake tensors (as inductor
+    runs them) run_and_save_rng_state gives a devx fake result."""
+    from torch._prims.rng_prims import run_and_save_rng_state, run_with_rng_state
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    rand_like = torch.ops.aten.rand_like.default
+    for like in (torch.ones(5, device="devx:1"), torch.ones(5)):
+        state, first = run_and_save_rng_state(rand_like, like)
+        assert torch.equal(run_with_rng_state(state, rand_like, like).cpu(), first.cpu())
+        assert not torch.equal(rand_like(like).cpu(), first.cpu())  # the generator had moved on
+    state, first = run_and_save_rng_state(torch.rand, 4, device="devx")
+    assert first.device.type == "devx"
+    assert torch.equal(run_with_rng_state(state, torch.rand, 4, device="devx").cpu(), first.cpu())
+    with FakeTensorMode():
+        _, out = run_and_save_rng_state(rand_like, torch.empty(3, device="devx"))
+    assert isinstance(out, FakeTensor) and out.device == torch.device("devx:0")

@@ -29,12 +29,13 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 _environ.watch()
 
-from . import _autograd_exit, _import_hooks, _inductor_backend, cuda_mock, diagnostics, distributed  # noqa: E402
+from . import _autograd_exit, _import_hooks, _inductor_backend, _rng_prims, cuda_mock, diagnostics, distributed  # noqa: E402
 
 _autograd_exit.install()
 distributed.register()
 # Before any torch.compile, without importing dynamo (seconds) here.
 _import_hooks.after_import("torch._dynamo.device_interface", _inductor_backend.register_device_interface)
+_import_hooks.after_import("torch._prims.rng_prims", _rng_prims.register)
 
 # Bad values fail here, at import, rather than being ignored.
 _environ.flag("DIPU_MEM_CHECK", default=False)

@@ -60,6 +60,11 @@ def is_initialized() -> bool:
     return True
 
 
+# torch.utils.checkpoint saves and restores a device's RNG state (so that recomputed dropout draws
+# the same mask) only when the device module's `_initialized` says so, as torch.cuda's does.
+_initialized = True
+
+
 def _lazy_init() -> None:
     """Initialisation happens at import; kept for code written against torch.cuda."""
 
