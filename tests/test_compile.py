@@ -1,7 +1,10 @@
 """torch.compile on devx: graphs captured by dynamo with fake tensors on the devx device, autograd
-traced ahead of time (aot_eager), dynamic shapes, and a clear error from inductor on cpu_sim."""
+traced ahead of time (aot_eager), dynamic shapes, graph breaks, checkpointed dropout, and on cpu_sim
+the default backend running devx graphs with aot_eager (inductor asked for: a clear error)."""
 
 from __future__ import annotations
+
+import warnings
 
 import pytest
 import torch
@@ -78,6 +81,54 @@ def test_dynamic_shapes_compile_once_and_stay_correct(devx):
     assert len(frames) == 1
 
 
+def test_mark_dynamic_compiles_once_for_every_batch_size(devx):
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    counter = CompileCounterWithBackend("aot_eager")
+    lin = nn.Linear(6, 3).to("devx")
+    compiled = torch.compile(lin, backend=counter)
+    for n in (3, 7, 11):
+        x = torch.randn(n, 6, device="devx", requires_grad=True)
+        torch._dynamo.mark_dynamic(x, 0)
+        y = compiled(x)
+        y.sum().backward()
+        assert_close_cpu(y, lin(x))
+        assert_close_cpu(x.grad, lin.weight.sum(0).expand(n, 6))
+    assert counter.frame_count == 1
+
+
+def test_graph_break_splits_the_function_and_keeps_results_and_gradients(devx):
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    def fn(x):
+        y = torch.relu(x @ x.T)
+        if y.sum().item() > 0:  # data-dependent branch: a graph break
+            y = y * 2
+        return y.softmax(-1)
+
+    counter = CompileCounterWithBackend("aot_eager")
+    x = torch.randn(4, 4, device="devx", requires_grad=True)
+    out = torch.compile(fn, backend=counter)(x)
+    out.pow(2).sum().backward()
+    grad = x.grad.clone()
+    x.grad = None
+    ref = fn(x)
+    ref.pow(2).sum().backward()
+    assert counter.frame_count == 2
+    assert_close_cpu(out, ref)
+    assert_close_cpu(grad, x.grad)
+
+
+def test_reduce_overhead_mode_with_aot_eager_runs_on_devx(devx):
+    lin = nn.Linear(4, 4).to("devx")
+    compiled = torch.compile(lin, backend="aot_eager", mode="reduce-overhead")
+    for _ in range(3):  # repeated calls reuse the compiled graph
+        x = torch.randn(2, 4, device="devx")
+        out = compiled(x)
+        assert out.device.type == "devx"
+        assert_close_cpu(out, lin(x))
+
+
 def test_cuda_style_script_compiles_with_aot_eager(devx):
     model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 2)).cuda()
     x = torch.randn(5, 8).cuda()
@@ -86,16 +137,79 @@ def test_cuda_style_script_compiles_with_aot_eager(devx):
     assert_close_cpu(out, model(x))
 
 
-def test_default_backend_on_cpu_sim_is_a_clear_error_and_eager_still_works(devx):
+@pytest.fixture
+def cpu_kernel_vendor(devx):
     if devx._C._compute_device_type() != 0:
         pytest.skip("the vendor computes with CUDA kernels: inductor generates Triton code for it")
+    return devx
+
+
+needs_default_backend_hook = pytest.mark.skipif(
+    not hasattr(torch.compiler, "set_default_backend"),
+    reason="this PyTorch has no torch.compiler.set_default_backend: inductor stays the default")
+
+
+@needs_default_backend_hook
+def test_default_backend_on_cpu_sim_runs_devx_graphs_with_aot_eager_and_warns_once(cpu_kernel_vendor, monkeypatch):
+    from torch_devx import _inductor_backend
+
+    monkeypatch.setattr(_inductor_backend, "_warned_about_aot_eager", False)
+    torch.manual_seed(0)
+    model = small_cnn().to("devx")
+    reference = small_cnn().to("devx")
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(4, 3, 8, 8, device="devx")
+    with pytest.warns(UserWarning, match="no code generator for devx.*backend='aot_eager'") as caught:
+        out = torch.compile(model)(x)
+    out.sum().backward()
+    ref = reference(x)
+    ref.sum().backward()
+    assert_close_cpu(out, ref)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert_close_cpu(p.grad, q.grad)
+    assert sum("no code generator for devx" in str(w.message) for w in caught) == 1
+    lin = nn.Linear(4, 4).to("devx")
+    x = torch.randn(2, 4, device="devx")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*no code generator for devx")
+        out = torch.compile(lin, mode="reduce-overhead")(x)  # once is enough
+    assert_close_cpu(out, lin(x))
+
+
+def test_inductor_asked_for_on_cpu_sim_is_a_clear_error_and_eager_still_works(cpu_kernel_vendor):
+    """backend="inductor", or the default once torch.compiler.set_default_backend(None) gave inductor
+    back, raises inductor's clear error for devx graphs."""
     model = nn.Linear(4, 4).to("devx")
     x = torch.randn(2, 4, device="devx")
+    devx_default = torch.compiler.get_default_backend() if hasattr(torch.compiler, "get_default_backend") else None
     # No compiled graph from an earlier run may stand in for the code generation.
     with torch._inductor.config.patch(force_disable_caches=True):
         with pytest.raises(Exception, match="backend='aot_eager'"):
-            torch.compile(model)(x)
+            torch.compile(model, backend="inductor")(x)
+        if hasattr(torch.compiler, "set_default_backend"):
+            torch._dynamo.reset()
+            torch.compiler.set_default_backend(None)
+            try:
+                with pytest.raises(Exception, match="backend='aot_eager'"):
+                    torch.compile(model)(x)
+            finally:
+                torch.compiler.set_default_backend(devx_default)
     assert_close_cpu(model(x), model.cpu()(x.cpu()))
+
+
+@needs_default_backend_hook
+def test_default_backend_on_cpu_sim_compiles_cpu_graphs_with_inductor(cpu_kernel_vendor):
+    import torch._inductor.metrics as metrics
+
+    def fn(t):
+        return (t.sin() + 1).relu().sum(0)
+
+    x = torch.randn(8, 4)
+    metrics.reset()
+    with torch._inductor.config.patch(force_disable_caches=True):
+        out = torch.compile(fn, mode="max-autotune-no-cudagraphs")(x)
+    assert metrics.generated_kernel_count > 0
+    assert_close_cpu(out, fn(x))
 
 
 def test_dynamo_device_interface_for_devx(devx):

@@ -36,6 +36,7 @@ distributed.register()
 # Before any torch.compile, without importing dynamo (seconds) here.
 _import_hooks.after_import("torch._dynamo.device_interface", _inductor_backend.register_device_interface)
 _import_hooks.after_import("torch._prims.rng_prims", _rng_prims.register)
+_import_hooks.after_import("torch._dynamo.backends.registry", _inductor_backend.install_default_backend)
 
 # Bad values fail here, at import, rather than being ignored.
 _environ.flag("DIPU_MEM_CHECK", default=False)

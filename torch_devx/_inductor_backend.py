@@ -8,14 +8,17 @@ __getattr__ lands here, so importing torch_devx does not import dynamo or induct
 A vendor that computes with CUDA kernels gets the Triton generator: its kernels take the devx
 buffers' device pointers and run on the current devx stream (get_raw_stream), and the wrapper code
 allocates buffers with device="devx", from the devx caching allocator. A vendor computing with CPU
-kernels (cpu_sim) gets a clear error pointing at backend="aot_eager" (see codegen_class).
+kernels (cpu_sim) gets a clear error pointing at backend="aot_eager" (see codegen_class), and a
+default backend that runs devx graphs with aot_eager (see install_default_backend).
 """
 from __future__ import annotations
 
+import warnings
 from types import ModuleType
-from typing import Any
+from typing import Any, Optional
 
 import torch
+import torch.utils._pytree as pytree
 
 from . import _C
 
@@ -68,6 +71,56 @@ class _Unsupported(metaclass=_RaiseOnUse):
     @staticmethod
     def create(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(_Unsupported.message())
+
+
+def install_default_backend(_registry: ModuleType) -> None:
+    """On a vendor computing with CPU kernels, makes devx_default_backend torch.compile's default
+    (the backend used when none is given), as torch._dynamo.backends.registry, which holds the
+    default, is imported. Through torch.compiler.set_default_backend, PyTorch's hook for this
+    (without it, as before PyTorch 2.12, inductor stays the default and raises its clear error);
+    a default chosen before is left alone, and set_default_backend(None) gives inductor back."""
+    if _C._compute_device_type() == _CUDA or not hasattr(torch.compiler, "set_default_backend"):
+        return
+    if torch.compiler.get_default_backend() == "inductor":
+        torch.compiler.set_default_backend(devx_default_backend)
+
+
+def devx_default_backend(gm: torch.fx.GraphModule, example_inputs: list, mode: Optional[str] = None,
+                         options: Optional[dict] = None) -> Any:
+    """Graphs holding devx tensors run with aot_eager (inductor has no code generator for them;
+    a warning says so once); every other graph compiles with inductor, its mode and options, as
+    with inductor as the default."""
+    if not _holds_devx_tensors(gm, example_inputs):
+        return torch._TorchCompileInductorWrapper(mode, options, None)(gm, example_inputs)
+    _warn_once_about_aot_eager(mode, options)
+    from torch._dynamo.backends.registry import lookup_backend
+
+    return lookup_backend("aot_eager")(gm, example_inputs)
+
+
+def _holds_devx_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> bool:
+    # Inputs, and the values dynamo recorded for every node (a factory may make a devx tensor).
+    values = [node.meta.get("example_value") for node in gm.graph.nodes] + list(example_inputs)
+    return any(isinstance(v, torch.Tensor) and v.device.type == "devx" for v in pytree.tree_leaves(values))
+
+
+_warned_about_aot_eager = False
+
+
+def _warn_once_about_aot_eager(mode: Optional[str], options: Optional[dict]) -> None:
+    global _warned_about_aot_eager
+    if _warned_about_aot_eager:
+        return
+    _warned_about_aot_eager = True
+    ignored = " (the mode and options given are inductor's and do not apply)" if mode or options else ""
+    warnings.warn(
+        f"torch.compile: the default backend, inductor, has no code generator for devx on the "
+        f"{_C._vendor_name()!r} vendor (it computes with CPU kernels, and inductor generates C++ kernels "
+        f"only for device 'cpu'), so graphs with devx tensors run with backend='aot_eager'{ignored}: "
+        "the graph is captured, autograd is traced ahead of time, and devx runs every op. "
+        "Pass backend='aot_eager' (or 'eager') to torch.compile to choose a backend and silence this warning.",
+        UserWarning,
+    )
 
 
 _op_overrides_registered = False
