@@ -77,7 +77,7 @@ def install_default_backend(_registry: ModuleType) -> None:
     """On a vendor computing with CPU kernels, makes devx_default_backend torch.compile's default
     (the backend used when none is given), as torch._dynamo.backends.registry, which holds the
     default, is imported. Through torch.compiler.set_default_backend, PyTorch's hook for this
-    (without it, as before PyTorch 2.12, inductor stays the default and raises its clear error);
+    (a PyTorch without it keeps inductor as the default, and its clear error for devx graphs);
     a default chosen before is left alone, and set_default_backend(None) gives inductor back."""
     if _C._compute_device_type() == _CUDA or not hasattr(torch.compiler, "set_default_backend"):
         return

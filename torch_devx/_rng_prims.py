@@ -48,27 +48,28 @@ def _run_with_rng_state(rng_state: torch.Tensor, op: Callable, *args: Any, **kwa
 
 
 def _select_devx(rng_prims: ModuleType, original: Callable, devx_kernel: Callable, state_args: int) -> Callable:
-    """A BackendSelect kernel: devx_kernel for devx work, original for the rest. The op and its
+    """A kernel that runs devx_kernel for devx work and original for the rest. The op and its
     arguments follow the first `state_args` arguments (run_with_rng_state's rng state)."""
 
-    def backend_select(*args: Any, **kwargs: Any) -> Any:
-        # Decided as the original decides, so that every other device keeps its kernel.
+    def devx_or_original(*args: Any, **kwargs: Any) -> Any:
+        # The device is found as the original finds it, so every other device keeps its kernel.
         if rng_prims.get_device(args[state_args + 1:], kwargs) == "devx":
             return devx_kernel(*args, **kwargs)
         return original(*args, **kwargs)
 
-    return backend_select
+    return devx_or_original
 
 
 def register(rng_prims: ModuleType) -> None:
-    from torch._higher_order_ops.utils import registered_hop_fake_fns
-
     for operator, kernel, state_args in ((rng_prims.run_and_save_rng_state, _run_and_save_rng_state, 0),
                                          (rng_prims.run_with_rng_state, _run_with_rng_state, 1)):
         operator.py_impl(DispatchKey.PrivateUse1)(kernel)
         original = operator.py_kernels[DispatchKey.BackendSelect]
         operator.py_kernels[DispatchKey.BackendSelect] = _select_devx(rng_prims, original, kernel, state_args)
         operator._dispatch_cache.clear()
-    # run_with_rng_state's fake implementation runs the op alone, whatever the device.
+    # run_with_rng_state's fake implementation runs the op alone, whatever the device. PyTorch
+    # releases without this registry of fake implementations have no such kernel to wrap.
+    fake_kernels = getattr(torch._higher_order_ops.utils, "registered_hop_fake_fns", {})
     save = rng_prims.run_and_save_rng_state
-    registered_hop_fake_fns[save] = _select_devx(rng_prims, registered_hop_fake_fns[save], _run_and_save_rng_state, 0)
+    if save in fake_kernels:
+        fake_kernels[save] = _select_devx(rng_prims, fake_kernels[save], _run_and_save_rng_state, 0)

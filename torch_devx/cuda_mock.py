@@ -258,9 +258,12 @@ def enable() -> None:
     _patch(torch.autocast, "__init__", _autocast_init)
     for name in _AUTOCAST_STATE:
         _patch(torch, name, _autocast_state)
-    _patch(torch, "get_autocast_gpu_dtype", _get_autocast_gpu_dtype)
-    _patch(torch, "set_autocast_gpu_dtype", _set_autocast_gpu_dtype)
-    _patch(torch.amp.autocast_mode, "_cast", _amp_cast)
+    # CUDA-only spellings deprecated by PyTorch, and custom_fwd's helper: patched where they exist.
+    for owner, name, make in ((torch, "get_autocast_gpu_dtype", _get_autocast_gpu_dtype),
+                              (torch, "set_autocast_gpu_dtype", _set_autocast_gpu_dtype),
+                              (torch.amp.autocast_mode, "_cast", _amp_cast)):
+        if hasattr(owner, name):
+            _patch(owner, name, make)
     _patch(torch.profiler.profile, "__init__", _profile_init)
     _patch(torch.profiler, "supported_activities", _supported_activities)
     _patch(torch.autograd.profiler.profile, "__init__", _legacy_profile_init)
