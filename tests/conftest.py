@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 # The suite rehearses a vendor whose kernel library lacks these ops (cpu_sim can run every CPU
 # kernel, so without this nothing would reach the CPU fallback on its own): they must take the
 # counted fallback and still give the CPU's results. Set before any test imports torch_devx.
-UNSUPPORTED_OPS = "_fft_.*,_linalg_det,take,unfold,bucketize,_cdist_forward,multinomial,_amp_foreach_.*,eye"
+UNSUPPORTED_OPS = "_fft_.*,_linalg_det,take,unfold,bucketize,_cdist_forward,multinomial,eye"
 os.environ.setdefault("DEVX_SIM_UNSUPPORTED_OPS", UNSUPPORTED_OPS)
 
 # A child that dies of a Python exception exits 1; one killed by a signal (abort, segfault) has a

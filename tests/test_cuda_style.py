@@ -284,11 +284,15 @@ originals = {
     "cuda.is_available": torch.cuda.is_available,
     "cuda.synchronize": torch.cuda.synchronize,
     "cuda.manual_seed": torch.cuda.manual_seed,
+    "is_autocast_enabled": torch.is_autocast_enabled,
+    "get_autocast_gpu_dtype": torch.get_autocast_gpu_dtype,
+    "amp._cast": torch.amp.autocast_mode._cast,
 }
 cuda_mock.enable()
 assert torch.cuda.is_available() and torch.ones(2).cuda().device.type == "devx"
 assert torch.zeros(1, device="cuda:1").device == torch.device("devx", 1)
 assert torch.zeros is not originals["zeros"]
+assert torch.is_autocast_enabled is not originals["is_autocast_enabled"]
 cuda_mock.disable()
 now = {
     "Tensor.cuda": torch.Tensor.__dict__.get("cuda", torch.Tensor.cuda),
@@ -301,6 +305,9 @@ now = {
     "cuda.is_available": torch.cuda.is_available,
     "cuda.synchronize": torch.cuda.synchronize,
     "cuda.manual_seed": torch.cuda.manual_seed,
+    "is_autocast_enabled": torch.is_autocast_enabled,
+    "get_autocast_gpu_dtype": torch.get_autocast_gpu_dtype,
+    "amp._cast": torch.amp.autocast_mode._cast,
 }
 changed = [k for k in originals if now[k] is not originals[k]]
 assert not changed, changed

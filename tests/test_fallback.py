@@ -330,8 +330,10 @@ def test_forced_in_place_list_op_writes_back(fallback):
 
 
 def test_list_op_on_the_fallback_writes_back(fallback):
-    """_amp_foreach_non_finite_check_and_unscale_ (GradScaler's unscale) has no devx kernel; the
-    fallback must write the unscaled values back into the devx gradients."""
+    """_amp_foreach_non_finite_check_and_unscale_ (GradScaler's unscale) takes a list of tensors to
+    update in place; forced to the fallback, it must write the unscaled values back into the devx
+    gradients."""
+    fallback.set_force_fallback(["_amp_foreach_non_finite_check_and_unscale_"])
     grads_cpu = [torch.full((3,), 8.0), torch.full((2, 2), -4.0)]
     found_cpu, inv_cpu = torch.zeros(1), torch.full((1,), 0.25)
     grads = [g.devx() for g in grads_cpu]

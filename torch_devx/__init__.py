@@ -23,15 +23,20 @@ from . import _environ, device_module  # noqa: E402  (needs the renamed backend)
 
 torch._register_device_module("devx", device_module)
 sys.modules["torch.devx.memory"] = device_module.memory
+sys.modules["torch.devx.amp"] = device_module.amp
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
 _environ.watch()
 
-from . import _autograd_exit, cuda_mock, diagnostics, distributed  # noqa: E402
+from . import _autograd_exit, _import_hooks, _inductor_backend, _rng_prims, cuda_mock, diagnostics, distributed  # noqa: E402
 
 _autograd_exit.install()
 distributed.register()
+# Before any torch.compile, without importing dynamo (seconds) here.
+_import_hooks.after_import("torch._dynamo.device_interface", _inductor_backend.register_device_interface)
+_import_hooks.after_import("torch._prims.rng_prims", _rng_prims.register)
+_import_hooks.after_import("torch._dynamo.backends.registry", _inductor_backend.install_default_backend)
 
 # Bad values fail here, at import, rather than being ignored.
 _environ.flag("DIPU_MEM_CHECK", default=False)

@@ -1,19 +1,24 @@
 """torch.compile on devx: the dynamo device interface and inductor's code generators for devx.
 
-Inductor looks the code generators up on the device module (torch.devx.Scheduling,
-.PythonWrapperCodegen, .CppWrapperCodegen, .WrapperFxCodegen) the first time it compiles for devx;
-device_module's __getattr__ lands here, so importing torch_devx does not import dynamo or inductor.
+Dynamo gets the interface when it is imported (an import hook, see __init__). Inductor looks the
+code generators up on the device module (torch.devx.Scheduling, .PythonWrapperCodegen,
+.CppWrapperCodegen, .WrapperFxCodegen) the first time it compiles for devx; device_module's
+__getattr__ lands here, so importing torch_devx does not import dynamo or inductor.
 
 A vendor that computes with CUDA kernels gets the Triton generator: its kernels take the devx
 buffers' device pointers and run on the current devx stream (get_raw_stream), and the wrapper code
 allocates buffers with device="devx", from the devx caching allocator. A vendor computing with CPU
-kernels (cpu_sim) gets a clear error pointing at backend="aot_eager" (see codegen_class).
+kernels (cpu_sim) gets a clear error pointing at backend="aot_eager" (see codegen_class), and a
+default backend that runs devx graphs with aot_eager (see install_default_backend).
 """
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from types import ModuleType
+from typing import Any, Optional
 
 import torch
+import torch.utils._pytree as pytree
 
 from . import _C
 
@@ -22,7 +27,7 @@ _CPU, _CUDA = 0, 1  # c10::DeviceType values of the vendor's compute device
 
 
 def codegen_class(name: str) -> Any:
-    register_device_interface()
+    _register_device_op_overrides()
     if _C._compute_device_type() != _CUDA:
         return _Unsupported
     from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
@@ -68,11 +73,64 @@ class _Unsupported(metaclass=_RaiseOnUse):
         raise RuntimeError(_Unsupported.message())
 
 
-_registered = False
+def install_default_backend(_registry: ModuleType) -> None:
+    """On a vendor computing with CPU kernels, makes devx_default_backend torch.compile's default
+    (the backend used when none is given), as torch._dynamo.backends.registry, which holds the
+    default, is imported. Through torch.compiler.set_default_backend, PyTorch's hook for this
+    (a PyTorch without it keeps inductor as the default, and its clear error for devx graphs);
+    a default chosen before is left alone, and set_default_backend(None) gives inductor back."""
+    if _C._compute_device_type() == _CUDA or not hasattr(torch.compiler, "set_default_backend"):
+        return
+    if torch.compiler.get_default_backend() == "inductor":
+        torch.compiler.set_default_backend(devx_default_backend)
+
+
+def devx_default_backend(gm: torch.fx.GraphModule, example_inputs: list, mode: Optional[str] = None,
+                         options: Optional[dict] = None) -> Any:
+    """Graphs holding devx tensors run with aot_eager (inductor has no code generator for them;
+    a warning says so once); every other graph compiles with inductor, its mode and options, as
+    with inductor as the default."""
+    if not _holds_devx_tensors(gm, example_inputs):
+        return torch._TorchCompileInductorWrapper(mode, options, None)(gm, example_inputs)
+    _warn_once_about_aot_eager(mode, options)
+    from torch._dynamo.backends.registry import lookup_backend
+
+    return lookup_backend("aot_eager")(gm, example_inputs)
+
+
+def _holds_devx_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> bool:
+    # Inputs, and the values dynamo recorded for every node (a factory may make a devx tensor).
+    values = [node.meta.get("example_value") for node in gm.graph.nodes] + list(example_inputs)
+    return any(isinstance(v, torch.Tensor) and v.device.type == "devx" for v in pytree.tree_leaves(values))
+
+
+_warned_about_aot_eager = False
+
+
+def _warn_once_about_aot_eager(mode: Optional[str], options: Optional[dict]) -> None:
+    global _warned_about_aot_eager
+    if _warned_about_aot_eager:
+        return
+    _warned_about_aot_eager = True
+    ignored = " (the mode and options given are inductor's and do not apply)" if mode or options else ""
+    warnings.warn(
+        f"torch.compile: the default backend, inductor, has no code generator for devx on the "
+        f"{_C._vendor_name()!r} vendor (it computes with CPU kernels, and inductor generates C++ kernels "
+        f"only for device 'cpu'), so graphs with devx tensors run with backend='aot_eager'{ignored}: "
+        "the graph is captured, autograd is traced ahead of time, and devx runs every op. "
+        "Pass backend='aot_eager' (or 'eager') to torch.compile to choose a backend and silence this warning.",
+        UserWarning,
+    )
+
+
+_op_overrides_registered = False
 
 
 def _register_device_op_overrides() -> None:
     """The lines inductor's wrapper code writes to pick a device, wait for it, or get its stream."""
+    global _op_overrides_registered
+    if _op_overrides_registered:
+        return
     from torch._inductor.codegen.common import register_device_op_overrides
     from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 
@@ -90,18 +148,15 @@ def _register_device_op_overrides() -> None:
             return f"torch.devx.device({device_idx})"
 
     register_device_op_overrides("devx", DevxDeviceOpOverrides())
+    _op_overrides_registered = True
 
 
-def register_device_interface() -> None:
-    global _registered
-    if _registered:
-        return
-    _register_device_op_overrides()
-    from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
-
+def register_device_interface(device_interface: ModuleType) -> None:
+    """Dynamo's interface to the devx device, registered as torch._dynamo.device_interface is
+    imported (see __init__): dynamo asks for it while it compiles a graph with devx tensors."""
     devx = torch.devx
 
-    class DevxInterface(DeviceInterface):
+    class DevxInterface(device_interface.DeviceInterface):
         device = devx.device
         Event = devx.Event  # type: ignore[assignment]
         Stream = devx.Stream  # type: ignore[assignment]
@@ -151,7 +206,6 @@ def register_device_interface() -> None:
         def is_triton_capable(device: Any = None) -> bool:
             return _C._compute_device_type() == _CUDA
 
-    register_interface_for_device("devx", DevxInterface)
+    device_interface.register_interface_for_device("devx", DevxInterface)
     for index in range(devx.device_count()):
-        register_interface_for_device(f"devx:{index}", DevxInterface)
-    _registered = True
+        device_interface.register_interface_for_device(f"devx:{index}", DevxInterface)

@@ -1,7 +1,8 @@
 """CUDA mocking: unchanged CUDA scripts run on devx.
 
 `.cuda()`, `is_cuda`, `torch.cuda.*` device queries, torch.cuda.memory's history and snapshots
-(`_record_memory_history`, `_snapshot`, `_dump_snapshot`), and "cuda"/"cuda:N"/torch.device("cuda")
+(`_record_memory_history`, `_snapshot`, `_dump_snapshot`), autocast("cuda") and the autocast state
+queries (`torch.is_autocast_enabled("cuda")`, ...), and "cuda"/"cuda:N"/torch.device("cuda")
 given to factories, `.to()`, `new_*` and `nn.Module.to()` all mean devx; the "nccl" backend of
 `torch.distributed.init_process_group`/`new_group` means the devx process group. Only entry points that
 take a device are wrapped (once each), so ops themselves pay nothing. `disable()` restores every
@@ -38,6 +39,8 @@ _CUDA_FUNCS = (
     "set_device", "set_rng_state", "set_rng_state_all", "synchronize",
     "Stream", "Event", "StreamContext", "current_stream", "default_stream", "set_stream", "stream",
 )
+# torch.* autocast state queries and setters that take a device type.
+_AUTOCAST_STATE = ("is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled", "set_autocast_dtype")
 # torch.cuda.memory's history and snapshot functions (memory_snapshot is torch.cuda's too).
 _CUDA_MEMORY_FUNCS = ("_record_memory_history", "_snapshot", "_dump_snapshot", "memory_snapshot")
 
@@ -116,6 +119,44 @@ def _autocast_init(original: Callable) -> Callable:
         original(self, "devx" if device_type == "cuda" else device_type, *args, **kwargs)
 
     return __init__
+
+
+def _autocast_state(original: Callable) -> Callable:
+    """torch.is_autocast_enabled / get_autocast_dtype / set_autocast_enabled / set_autocast_dtype:
+    "cuda" is devx, and so is no device at all (is_autocast_enabled(), set_autocast_enabled(bool)),
+    which means CUDA there. torch.amp.custom_fwd/custom_bwd(device_type="cuda") ask these."""
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if "device_type" in kwargs:
+            kwargs["device_type"] = map_device(kwargs["device_type"])
+        elif args and isinstance(args[0], str):
+            args = (map_device(args[0]),) + args[1:]
+        else:
+            args = ("devx",) + args
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+def _get_autocast_gpu_dtype(original: Callable) -> Callable:
+    """torch.get_autocast_gpu_dtype(), CUDA's autocast dtype: devx's."""
+    return functools.wraps(original)(lambda: torch.get_autocast_dtype("devx"))
+
+
+def _set_autocast_gpu_dtype(original: Callable) -> Callable:
+    return functools.wraps(original)(lambda dtype: torch.set_autocast_dtype("devx", dtype))
+
+
+def _amp_cast(original: Callable) -> Callable:
+    """custom_fwd(device_type="cuda", cast_inputs=...) casts the inputs whose device type is the
+    one given: devx tensors are CUDA's."""
+
+    @functools.wraps(original)
+    def _cast(value: Any, device_type: str, dtype: torch.dtype) -> Any:
+        return original(value, map_device(device_type), dtype)
+
+    return _cast
 
 
 def _profile_init(original: Callable) -> Callable:
@@ -215,6 +256,14 @@ def enable() -> None:
     _patch(torch, "set_default_device", _device_first)
     _patch(torch, "load", _load)
     _patch(torch.autocast, "__init__", _autocast_init)
+    for name in _AUTOCAST_STATE:
+        _patch(torch, name, _autocast_state)
+    # CUDA-only spellings deprecated by PyTorch, and custom_fwd's helper: patched where they exist.
+    for owner, name, make in ((torch, "get_autocast_gpu_dtype", _get_autocast_gpu_dtype),
+                              (torch, "set_autocast_gpu_dtype", _set_autocast_gpu_dtype),
+                              (torch.amp.autocast_mode, "_cast", _amp_cast)):
+        if hasattr(owner, name):
+            _patch(owner, name, make)
     _patch(torch.profiler.profile, "__init__", _profile_init)
     _patch(torch.profiler, "supported_activities", _supported_activities)
     _patch(torch.autograd.profiler.profile, "__init__", _legacy_profile_init)

@@ -60,6 +60,11 @@ def is_initialized() -> bool:
     return True
 
 
+# torch.utils.checkpoint saves and restores a device's RNG state (so that recomputed dropout draws
+# the same mask) only when the device module's `_initialized` says so, as torch.cuda's does.
+_initialized = True
+
+
 def _lazy_init() -> None:
     """Initialisation happens at import; kept for code written against torch.cuda."""
 
@@ -250,4 +255,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'torch.devx' has no attribute {name!r}")
 
 
-from . import memory  # noqa: E402,F401  (torch.devx.memory; it reads the functions above)
+from . import amp, memory  # noqa: E402,F401  (torch.devx.amp and .memory; they read the functions above)

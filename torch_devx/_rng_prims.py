@@ -1,0 +1,75 @@
+"""torch.compile of activation checkpointing with random ops (dropout) on devx.
+
+AOT autograd makes the recomputation in the backward draw the same random numbers as the forward:
+the forward runs each random op through the run_and_save_rng_state operator (which also returns
+the generator state the op started from) and the backward through run_with_rng_state (which runs
+it from that state). torch._prims.rng_prims implements both for a fixed table of device types
+(cpu, cuda, hpu, xpu) in their BackendSelect kernels, and raises "Backend not supported" for any
+other.
+
+devx's implementations are registered with py_impl under DispatchKey.PrivateUse1, as CUDA's are
+under DispatchKey.CUDA. The BackendSelect kernels run first and their table cannot be extended, so
+they are replaced by kernels that send devx work to the PrivateUse1 ones and everything else to the
+original kernels, unchanged. run_and_save_rng_state's fake-tensor implementation (what inductor
+runs to learn the outputs' shapes) consults the same table and is wrapped the same way.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, Callable
+
+import torch
+from torch._C import DispatchKey
+
+
+def _device_of(args: tuple, kwargs: dict) -> torch.device:
+    """The device a random op draws on: its device= argument, else its first tensor's device."""
+    if kwargs.get("device") is not None:
+        return torch.device(kwargs["device"])
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            return arg.device
+    raise ValueError("run_and_save_rng_state/run_with_rng_state: the op has neither a device nor a tensor argument")
+
+
+def _run_and_save_rng_state(op: Callable, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+    device = _device_of(args, kwargs)
+    return torch.devx.get_rng_state(device), op(*args, **kwargs)
+
+
+def _run_with_rng_state(rng_state: torch.Tensor, op: Callable, *args: Any, **kwargs: Any) -> Any:
+    device = _device_of(args, kwargs)
+    current = torch.devx.get_rng_state(device)
+    torch.devx.set_rng_state(rng_state.cpu(), device)
+    try:
+        return op(*args, **kwargs)
+    finally:
+        torch.devx.set_rng_state(current, device)
+
+
+def _select_devx(rng_prims: ModuleType, original: Callable, devx_kernel: Callable, state_args: int) -> Callable:
+    """A kernel that runs devx_kernel for devx work and original for the rest. The op and its
+    arguments follow the first `state_args` arguments (run_with_rng_state's rng state)."""
+
+    def devx_or_original(*args: Any, **kwargs: Any) -> Any:
+        # The device is found as the original finds it, so every other device keeps its kernel.
+        if rng_prims.get_device(args[state_args + 1:], kwargs) == "devx":
+            return devx_kernel(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    return devx_or_original
+
+
+def register(rng_prims: ModuleType) -> None:
+    for operator, kernel, state_args in ((rng_prims.run_and_save_rng_state, _run_and_save_rng_state, 0),
+                                         (rng_prims.run_with_rng_state, _run_with_rng_state, 1)):
+        operator.py_impl(DispatchKey.PrivateUse1)(kernel)
+        original = operator.py_kernels[DispatchKey.BackendSelect]
+        operator.py_kernels[DispatchKey.BackendSelect] = _select_devx(rng_prims, original, kernel, state_args)
+        operator._dispatch_cache.clear()
+    # run_with_rng_state's fake implementation runs the op alone, whatever the device. PyTorch
+    # releases without this registry of fake implementations have no such kernel to wrap.
+    fake_kernels = getattr(torch._higher_order_ops.utils, "registered_hop_fake_fns", {})
+    save = rng_prims.run_and_save_rng_state
+    if save in fake_kernels:
+        fake_kernels[save] = _select_devx(rng_prims, fake_kernels[save], _run_and_save_rng_state, 0)
