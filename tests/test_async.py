@@ -236,3 +236,35 @@ check(lambda: big.append(torch.empty(3 * n, device="devx")))   # 12 MiB: only af
 assert big[0].shape == (3 * n,) and torch.devx.memory_stats()["num_alloc_retries"] >= 1
 """, DEVX_SIM_ASYNC="1", DEVX_SIM_VENDOR_KERNELS="1", DEVX_SIM_MEMORY="16MiB")
     assert_child_ok(proc)
+
+
+def test_random_ops_draw_in_host_order():
+    # Dropout takes no generator argument; issued to a stream, its kernel would draw when it runs,
+    # after the host had already saved or reset the generator state. Checkpointing saves the state
+    # before the forward and restores it to recompute the same mask in the backward.
+    run_async("""
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+torch.manual_seed(0)
+lin = nn.Linear(64, 64).to("devx")
+x = torch.randn(64, 64, device="devx", requires_grad=True)
+
+def block(t):
+    return nn.functional.dropout(lin(t).relu(), 0.5) * 2
+
+for _ in range(5):
+    grads = []
+    for fn in (lambda t: block(t).sum(), lambda t: checkpoint(block, t, use_reentrant=False).sum()):
+        x.grad = None
+        torch.manual_seed(1)
+        fn(x).backward()
+        grads.append(x.grad.cpu())
+    assert torch.equal(grads[0], grads[1]), "the recomputed dropout drew another mask"
+torch.manual_seed(2)
+a = torch.rand(1000, device="devx")
+state = torch.devx.get_rng_state()
+b = torch.nn.functional.dropout(torch.ones(1000, device="devx"), 0.5)
+torch.devx.set_rng_state(state)
+c = torch.nn.functional.dropout(torch.ones(1000, device="devx"), 0.5)
+assert torch.equal(b.cpu(), c.cpu())
+""")

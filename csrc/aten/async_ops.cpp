@@ -74,6 +74,11 @@ Plan make_plan(const c10::OperatorHandle& op) {
     plan.kind = Kind::kRunNow;
     return plan;
   }
+  // Random ops draw from the generator when their kernel runs: run on a stream's worker, a draw
+  // would race with the host's get_rng_state/set_rng_state/manual_seed (checkpoint's recomputed
+  // dropout drew another mask). Some take no generator argument (native_dropout), so the tag
+  // decides.
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) return plan;
   for (const c10::Argument& arg : schema.arguments()) {
     if (is_generator_arg(arg)) return plan;
   }
