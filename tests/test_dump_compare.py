@@ -155,6 +155,8 @@ def test_statistics_dump_of_100_steps_stays_small(tools, tmp_path):
 
 @pytest.mark.parametrize("mode", ["stats", "full"])
 def test_compare_names_the_corrupted_op(tools, tmp_path, mode):
+    from torch_devx.tools._metrics import SEVERITY
+
     run_model(tools, "devx", str(tmp_path / "devx"), corrupt=True, mode=mode, level="mix")
     run_model(tools, "cpu", str(tmp_path / "cpu"), mode=mode, level="mix")
     result = tools.compare(str(tmp_path / "devx"), str(tmp_path / "cpu"), out_dir=str(tmp_path / "cmp"))
@@ -172,9 +174,18 @@ def test_compare_names_the_corrupted_op(tools, tmp_path, mode):
     assert by_name["torch.nn.functional.linear.0.forward"].verdict == "pass"   # before the fault
     assert by_name["torch.nn.functional.linear.1.forward"].verdict == "error"  # after it
     assert result.summary().splitlines()[1].startswith("first divergence: torch.tanh.0.forward")
-    # The layer ranking puts a layer after the fault above fc1 (which sees the same inputs and weights).
+    # The layer ranking puts a layer after the fault above fc1 (which sees the same inputs and weights),
+    # errors before warnings before passes.
     ranking = [api.name for api in result.ranking]
     assert ranking.index("Module.fc1.Linear.0.forward") > ranking.index("Module.act.Tanh.0.forward")
+    severities = [SEVERITY[api.verdict] for api in result.ranking]
+    assert severities == sorted(severities, reverse=True) and severities[0] == SEVERITY["error"]
+    if mode == "full":
+        # A tanh 5% too large everywhere has cosine 1: the error that ranks it must see the scale.
+        act = next(api for api in result.ranking if api.name == "Module.act.Tanh.0.forward")
+        assert act.verdict == "error" and 0.04 < act.error < 0.06
+        keys = [(SEVERITY[api.verdict], api.error) for api in result.ranking]
+        assert keys == sorted(keys, reverse=True)
 
     with open(result.files["csv"], newline="") as f:
         rows = list(csv.DictReader(f))
@@ -196,8 +207,12 @@ def test_compare_names_the_corrupted_op(tools, tmp_path, mode):
 
     page = Collect()
     with open(result.files["html"]) as f:
-        page.feed(f.read())
-    assert {"first-divergence", "apis"} <= page.ids
+        text = f.read()
+    page.feed(text)
+    assert {"first-divergence", "apis", "ranking"} <= page.ids
+    ranking_table = text[text.index("id='ranking'"):text.index("id='apis'")]
+    positions = [ranking_table.index(f"<td>{name}</td>") for name in ranking]
+    assert positions == sorted(positions)  # the page lists the layers in the ranking's order
     assert "torch.tanh.0.forward" in "".join(page.text)
     with open(result.files["ranking"], newline="") as f:
         assert next(csv.reader(f)) == ["rank", "module", "error", "verdict", "rule"]

@@ -15,8 +15,10 @@ First divergence: the first pair in call order whose inputs all pass and whose o
 pass: the API that turned agreeing inputs into disagreeing outputs. Leaf records (APIs, aten ops) are
 searched before modules, since a module diverges whenever anything inside it does.
 
-Ranking: module records sorted by their error (1 - cosine, or the largest statistic rel diff when
-only statistics were dumped), largest first: which layer drifts most.
+Ranking: module records sorted by verdict (errors, then warnings, then passes) and within a verdict
+by their error, largest first: ||A - B|| / ||B|| of the worst output (a layer whose output is 5% too
+large everywhere has cosine 1 but error 0.05), or the largest statistic rel diff when only statistics
+were dumped. The same order is used in ranking.csv and compare.html.
 """
 from __future__ import annotations
 
@@ -93,7 +95,7 @@ class CompareResult:
             lines.append(f"first divergence: {fd.name} ({fd.verdict}: {fd.rule})")
             lines += [f"    {frame}" for frame in fd.stack]
         if self.ranking:
-            lines.append("layers by error: " + ", ".join(f"{r.name} {r.error:.3g}" for r in self.ranking[:5]))
+            lines.append("layers by error: " + ", ".join(f"{r.name} {r.verdict} {r.error:.3g}" for r in self.ranking[:5]))
         return "\n".join(lines)
 
 
@@ -176,7 +178,7 @@ def compare(dump_a: str, dump_b: str, out_dir: Optional[str] = None, step: Optio
     if basis == "none" and "stack" in (a.meta.get("mode"), b.meta.get("mode")):
         basis = "names only (a stack dump)"
     ranking = sorted((api for api in apis if api.kind == "module" and api.paired and api.tensors),
-                     key=lambda api: (-api.error, api.name))
+                     key=lambda api: (-SEVERITY[api.verdict], -api.error, api.name))
     result = CompareResult(a.folder, b.folder, apis, _first_divergence(apis), ranking, basis)
     if out_dir is not None:
         from ._report import write_reports
