@@ -58,9 +58,8 @@ def train_step(device: str = "devx") -> float:
     return loss.item()
 
 
-def _import_repro(folder: str):
-    spec = importlib.util.spec_from_file_location(f"repro_{os.path.basename(folder)}",
-                                                  os.path.join(folder, "test_repro.py"))
+def _import_repro(test_file: str):
+    spec = importlib.util.spec_from_file_location(os.path.basename(test_file)[:-3], test_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return [getattr(module, n) for n in dir(module) if n.startswith("test_")]
@@ -81,9 +80,9 @@ def test_finds_the_corrupted_forward_op_with_module_line_and_repro(diag, tmp_pat
     assert "24 of 24 elements differ" in d.detail
     assert d.index == finder.checked > 0  # fc1's ops matched before
     message = str(info.value)
-    assert "aten::tanh (forward), in module act (Tanh)" in message and "test_repro.py" in message
+    assert "aten::tanh (forward), in module act (Tanh)" in message and "test_repro_00_tanh.py" in message
 
-    (test,) = _import_repro(d.repro_dir)
+    (test,) = _import_repro(d.repro_test)
     with pytest.raises(AssertionError):  # the planted fault is still there
         test()
     diag.override_kernel("tanh", None)
@@ -103,7 +102,7 @@ def test_finds_a_corrupted_backward_op(diag, tmp_path):
     lines, start = inspect.getsourcelines(train_step)
     backward_line = start + next(i for i, t in enumerate(lines) if "BACKWARD LINE" in t)
     assert d.location == f"{__file__}:{backward_line}"
-    (test,) = _import_repro(d.repro_dir)
+    (test,) = _import_repro(d.repro_test)
     with pytest.raises(AssertionError):
         test()
     diag.override_kernel("tanh_backward", None)
@@ -121,6 +120,18 @@ def test_keep_going_lists_each_wrong_op_once(diag, tmp_path):
     assert list(finder.divergences) == ["tanh", "tanh_backward"]
     assert finder.divergences["tanh"].occurrences == 2
     assert sorted(os.listdir(tmp_path)) == ["00_tanh", "01_tanh_backward"]
+    assert os.path.basename(finder.divergences["tanh_backward"].repro_test) == "test_repro_01_tanh_backward.py"
+    # One pytest run collects every repro of the folder: in a process with the right kernels they pass,
+    # in one with the faults planted they fail.
+    planted = ("import sys, torch, torch_devx, pytest\n"
+               "d = torch_devx.diagnostics\n"
+               "d.override_kernel('tanh', lambda t: torch.ops.aten.sigmoid(t) * 1.05)\n"
+               "d.override_kernel('tanh_backward', lambda g, y: torch.ops.aten.mul.Tensor(g, y) * 1.05)\n"
+               f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {str(tmp_path)!r}]))\n")
+    right, wrong = run_commands([[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                                 [sys.executable, "-c", planted]], cwd=str(tmp_path))
+    assert right.returncode == 0 and "2 passed" in right.stdout, right.stdout + right.stderr
+    assert wrong.returncode == 1 and "2 failed" in wrong.stdout, wrong.stdout + wrong.stderr
 
 
 def test_in_place_op_repro_replays_the_inputs_before_the_write(diag, tmp_path):
@@ -141,7 +152,7 @@ def test_in_place_op_repro_replays_the_inputs_before_the_write(diag, tmp_path):
     op, args, _ = load_case(os.path.join(d.repro_dir, "inputs.pt"), "devx")
     assert op is torch.ops.aten.add_.Tensor and args[0].device.type == "devx"
     torch.testing.assert_close(args[0].cpu(), torch.arange(4.0))  # as before the op wrote it
-    (test,) = _import_repro(d.repro_dir)
+    (test,) = _import_repro(d.repro_test)
     with pytest.raises(AssertionError):
         test()
     diag.override_kernel("add_.Tensor", None)
@@ -188,7 +199,7 @@ def test_cli_names_the_op_and_writes_a_repro(tmp_path):
     assert "script finished" not in proc.stdout  # stopped at the first divergence
     assert "first divergence: aten::tanh (forward), in module 1 (Tanh)" in proc.stdout
     assert f"at {script}:14: model(x).sum().backward()" in proc.stdout
-    repro = tmp_path / "div" / "00_tanh" / "test_repro.py"
+    repro = tmp_path / "div" / "00_tanh" / "test_repro_00_tanh.py"
     assert repro.is_file() and (tmp_path / "div" / "00_tanh" / "inputs.pt").is_file()
     # The saved repro is a unit test: it passes in a process whose tanh kernel is right, and fails in
     # one where the fault is planted.

@@ -19,8 +19,8 @@ not compared; ops the CPU cannot run are counted in `unchecked`.
 A divergence names the op, forward or backward (with the autograd node), the module running it
 (forward pre/post hooks: "blocks.0.attn (Attention)"), the Python line outside torch that led to it,
 the largest difference, and a repro folder: inputs.pt (the op's arguments, as they were before the
-op ran) and test_repro.py, a pytest file that replays the op on devx and on the CPU and asserts they
-agree. stop=True (default) raises DivergenceError at the first; stop=False keeps going and collects
+op ran) and test_repro_NN_OP.py, a pytest file that replays the op on devx and on the CPU and asserts
+they agree (`python -m pytest OUT` runs every repro of a run). stop=True (default) raises DivergenceError at the first; stop=False keeps going and collects
 each op's first divergence (`divergences`, a repro for each up to max_repros).
 
 Cost while active: every devx op runs twice plus copies to the CPU; nothing is installed before start().
@@ -68,6 +68,7 @@ class Divergence:
     detail: str                    # how the results differ
     index: int                     # how many devx ops were compared before this one
     repro_dir: str = ""
+    repro_test: str = ""           # the repro's pytest file, in repro_dir
     occurrences: int = 1
 
     def describe(self) -> str:
@@ -77,9 +78,8 @@ class Divergence:
                  + (f", autograd node {self.node}" if self.node else "") + f"), {where}",
                  f"  at {self.location or '<unknown line>'}" + (f": {self.source}" if self.source else ""),
                  f"  {self.detail}", f"  after {self.index} ops that matched the CPU"]
-        if self.repro_dir:
-            lines.append(f"  repro: {os.path.join(self.repro_dir, 'test_repro.py')} "
-                         f"(python -m pytest {os.path.join(self.repro_dir, 'test_repro.py')})")
+        if self.repro_test:
+            lines.append(f"  repro: {self.repro_test} (python -m pytest {self.repro_test})")
         return "\n".join(lines)
 
 
@@ -238,7 +238,8 @@ class DivergenceFinder(TorchDispatchMode):
         if len(self.divergences) < self.max_repros:
             folder = os.path.join(self.out_dir, f"{len(self.divergences):02d}_{re.sub(r'[^A-Za-z0-9_.]', '_', name)}")
             devices = {i: str(x.device if isinstance(x, torch.Tensor) else x) for i, x in enumerate(leaves) if _is_devx(x)}
-            d.repro_dir = save_repro(folder, func, inputs, devices, self.tolerances, d)
+            d.repro_dir = folder
+            d.repro_test = save_repro(folder, func, inputs, devices, self.tolerances, d)
         self.divergences[name] = d
         logger.warning("%s", d.describe())
         if self.stop_at_first:
