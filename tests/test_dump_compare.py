@@ -244,6 +244,23 @@ def test_pairing_tolerates_an_extra_call(tools, tmp_path):
     assert result.counts()["unpaired"] == 1
 
 
+def test_compare_defaults_to_the_first_shared_step(tools, tmp_path):
+    x = torch.randn(8, device="devx")
+    for name, steps in (("a", [1, 2]), ("b", [0, 2]), ("c", [0])):
+        with tools.Dumper(str(tmp_path / name), steps=steps, backward=False) as dumper:
+            for step in range(3):
+                torch.sin(x * (step + 1))
+                dumper.step()
+    result = tools.compare(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert result.dump_a.endswith("step2") and result.dump_b.endswith("step2")
+    assert result.first_divergence is None and result.counts()["pass"] == 2
+    with pytest.raises(ValueError, match=r"\(steps \[1, 2\]\) and .* \(steps \[0\]\) share no step"):
+        tools.compare(str(tmp_path / "a"), str(tmp_path / "c"))
+    # An explicit step, or two step folders, compare what was asked for.
+    assert tools.compare(str(tmp_path / "b"), str(tmp_path / "c"), step=0).dump_a.endswith("step0")
+    assert tools.compare(str(tmp_path / "a" / "step1"), str(tmp_path / "c" / "step0")).dump_a.endswith("step1")
+
+
 def test_parse_prints_stack_and_statistics(tools, tmp_path, capsys):
     run_model(tools, "devx", str(tmp_path))
     text = tools.parse(str(tmp_path), "torch.tanh.0")

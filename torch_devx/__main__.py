@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     cmp_.add_argument("dump_a")
     cmp_.add_argument("dump_b")
     cmp_.add_argument("--out", help="folder for compare.csv, compare.html and ranking.csv")
-    cmp_.add_argument("--step", type=int, help="step to compare (default: the first)")
+    cmp_.add_argument("--step", type=int, help="step to compare (default: the first step both dumps hold)")
 
     prs = sub.add_parser("parse", help="show one record of a dump: its stack and statistics")
     prs.add_argument("dump")

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ._dump_reader import Dump, load_dump
+from ._dump_reader import Dump, dump_steps, load_dump
 from ._metrics import SEVERITY, Metrics, compare_entries
 
 __all__ = ["ApiComparison", "CompareResult", "TensorComparison", "compare", "parse"]
@@ -167,11 +167,40 @@ def _first_divergence(apis: list[ApiComparison]) -> Optional[ApiComparison]:
         next((api for api in apis if api.kind == "module" and diverges(api)), None)
 
 
+def _is_step_folder(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "dump.json"))
+
+
+def _load_pair(dump_a: str, dump_b: str, step: Optional[int]) -> tuple[Dump, Dump]:
+    """The two dumps to compare. Without `step`, root folders are read at the first step both hold (a
+    step folder counts as its own step): step 1 of one run against step 0 of the other would differ
+    everywhere, so dumps that share no step are an error."""
+    if step is not None:
+        return load_dump(dump_a, step), load_dump(dump_b, step)
+    paths = (dump_a, dump_b)
+    steps: list[list[int]] = []
+    for path in paths:
+        if _is_step_folder(path):
+            steps.append([load_dump(path).meta.get("step")])
+        else:
+            steps.append(dump_steps(path))
+            if not steps[-1]:
+                load_dump(path)  # raises: not a dump folder
+    shared = sorted(set(steps[0]) & set(steps[1]) - {None})
+    if not shared:
+        if all(_is_step_folder(p) for p in paths):
+            return load_dump(dump_a), load_dump(dump_b)  # two step folders: compared as given
+        raise ValueError(f"dumps {dump_a!r} (steps {steps[0]}) and {dump_b!r} (steps {steps[1]}) share no step; "
+                         "choose one with step= (--step N), or pass two step folders")
+    a, b = (load_dump(p, None if _is_step_folder(p) else shared[0]) for p in paths)
+    return a, b
+
+
 def compare(dump_a: str, dump_b: str, out_dir: Optional[str] = None, step: Optional[int] = None) -> CompareResult:
     """Compare run A's dump with run B's (folders from Dumper/Tracer: a root or one step folder; `step`
-    picks a step of root folders, default the first). With `out_dir`, write compare.csv, compare.html
-    and ranking.csv there."""
-    a, b = load_dump(dump_a, step), load_dump(dump_b, step)
+    picks a step of root folders, default the first step both dumps hold). With `out_dir`, write
+    compare.csv, compare.html and ranking.csv there."""
+    a, b = _load_pair(dump_a, dump_b, step)
     apis = [_compare_pair(a, b, na, nb) for na, nb in _pairs(a, b)]
     bases = {t.metrics.basis for api in apis for t in api.tensors if t.metrics.basis != "none"}
     basis = bases.pop() if len(bases) == 1 else ("mixed" if bases else "none")
