@@ -8,6 +8,7 @@ import inspect
 import json
 import os
 import sys
+from typing import Optional
 
 import pytest
 import torch
@@ -49,16 +50,19 @@ def tools(devx):
     assert _get_current_dispatch_mode_stack() == []
 
 
-def run_model(tools, device: str, out: str, corrupt: bool = False, steps: int = 1, **options) -> None:
+def run_model(tools, device: str, out: str, corrupt: bool = False, steps: int = 1,
+              foreach: Optional[bool] = False, faults: Optional[dict] = None, **options) -> None:
+    """One SGD training step per dump step. foreach=None leaves SGD's default: the foreach kernels on
+    devx, a per-parameter loop on the CPU. corrupt=True plants wrong_tanh; `faults` other kernels."""
     import torch_devx
 
     tools.seed_all(0)
     model = Net().to(device)
-    # foreach=False: by default SGD uses the foreach kernels on devx but a per-parameter loop on the CPU.
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=foreach)
     x = torch.randn(4, 6).to(device)
-    if corrupt:
-        torch_devx.diagnostics.override_kernel("tanh", wrong_tanh)
+    planted = {**({"tanh": wrong_tanh} if corrupt else {}), **(faults or {})}
+    for op, kernel in planted.items():
+        torch_devx.diagnostics.override_kernel(op, kernel)
     try:
         with tools.Dumper(out, **options) as dumper:
             for _ in range(steps):
@@ -67,7 +71,8 @@ def run_model(tools, device: str, out: str, corrupt: bool = False, steps: int = 
                 opt.step()
                 dumper.step()
     finally:
-        torch_devx.diagnostics.override_kernel("tanh", None)
+        for op in planted:
+            torch_devx.diagnostics.override_kernel(op, None)
 
 
 def test_dump_round_trip(tools, tmp_path):
@@ -225,6 +230,45 @@ def test_clean_runs_agree(tools, tmp_path):
     assert result.first_divergence is None
     counts = result.counts()
     assert counts["error"] == 0 and counts["warning"] == 0 and counts["unpaired"] == 0 and counts["pass"] > 20
+
+
+def wrong_foreach_add_(tensors, others, alpha=1):
+    """A planted fault: the foreach update steps 50% too far."""
+    for t, o in zip(tensors, others):
+        torch.ops.aten.add_.Tensor(t, o, alpha=alpha * 1.5)
+
+
+def test_default_optimizer_foreach_fault_is_caught(tools, tmp_path):
+    from torch_devx.tools._dump_reader import load_dump
+
+    # SGD's defaults: torch._foreach_add_ on devx, Tensor.add_ per parameter on the CPU.
+    run_model(tools, "devx", str(tmp_path / "devx"), foreach=None, level="mix",
+              faults={"_foreach_add_.List": wrong_foreach_add_})
+    run_model(tools, "cpu", str(tmp_path / "cpu"), foreach=None, level="mix")
+    devx_dump = load_dump(str(tmp_path / "devx"))
+    foreach = devx_dump.records["torch._foreach_add_.0.forward"]
+    assert foreach["optimizer"] == "Optimizer.SGD.0.step"
+    assert [e["name"] for e in foreach["outputs"]] == [f"output[{i}]" for i in range(4)]  # what it wrote
+    step = devx_dump.records["Optimizer.SGD.0.step"]
+    assert [e["name"] for e in step["inputs"][:2]] == ["param_groups[0].params[0]", "param_groups[0].params[0].grad"]
+
+    result = tools.compare(str(tmp_path / "devx"), str(tmp_path / "cpu"), out_dir=str(tmp_path / "cmp"))
+    fd = result.first_divergence
+    assert fd is not None and fd.name == "Optimizer.SGD.0.step" and fd.verdict == "error"
+    assert "opt.step()" in fd.stack[0]
+    unpaired = [api for api in result.apis if not api.paired]
+    assert sorted(api.name for api in unpaired) == ["Tensor.add_.0.forward", "Tensor.add_.1.forward",
+                                                    "Tensor.add_.2.forward", "Tensor.add_.3.forward",
+                                                    "torch._foreach_add_.0.forward"]
+    assert all("inside Optimizer.SGD.0.step" in api.rule for api in unpaired)
+    # Everything before the step still pairs and agrees.
+    counts = result.counts()
+    assert counts["error"] == 1 and counts["warning"] == 0 and counts["pass"] > 20
+
+    # Without the fault the step agrees too.
+    run_model(tools, "devx", str(tmp_path / "clean"), foreach=None, level="mix")
+    clean = tools.compare(str(tmp_path / "clean"), str(tmp_path / "cpu"))
+    assert clean.first_divergence is None and clean.counts()["error"] == 0
 
 
 def test_pairing_tolerates_an_extra_call(tools, tmp_path):

@@ -15,7 +15,9 @@ __all__ = ["NOISE", "api_name", "ModeTool", "run_as_main", "user_frame", "user_s
 
 # Calls that are not "API calls" worth timing or checking. Besides these, every property access
 # (`t.shape`, `t.device`, `t.grad`, `t.T`: torch reports them as `Tensor.<prop>.__get__`/`__set__`)
-# and every private name (`torch._C._set_grad_enabled`, `Tensor._version`) is left out.
+# and every private name (`torch._C._set_grad_enabled`, `Tensor._version`) is left out, except the
+# foreach family (`torch._foreach_add_`): optimizers on devx (and CUDA) use it by default for their
+# whole update, so leaving it out would hide the optimizer step.
 NOISE = frozenset({
     "__repr__", "__str__", "__format__", "__hash__", "__len__", "__reduce_ex__", "__deepcopy__",
     "__getstate__", "__setstate__", "__dir__", "__array__",
@@ -29,8 +31,13 @@ _DEVX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _names: dict[Any, Optional[str]] = {}
 
 
+_FOREACH = "_foreach_"
+
+
 def _compute_name(func: Callable) -> Optional[str]:
     short = getattr(func, "__name__", "") or ""
+    if short.startswith(_FOREACH) and getattr(func, "__module__", None) == "torch":
+        return "torch." + short
     if short in NOISE or (short.startswith("_") and not short.startswith("__")):
         return None
     try:
@@ -55,7 +62,7 @@ def _compute_name(func: Callable) -> Optional[str]:
 
 def api_name(func: Callable) -> Optional[str]:
     """The public name of a function seen by a TorchFunctionMode ("torch.add", "Tensor.sum",
-    "torch.nn.functional.relu"), or None for noise (see NOISE). Cached per function."""
+    "torch.nn.functional.relu", "torch._foreach_mul_"), or None for noise (see NOISE). Cached per function."""
     if getattr(func, "__name__", None) in ("__get__", "__set__", "__delete__"):
         return None  # property access; a fresh method-wrapper each time, so not worth caching
     try:

@@ -7,13 +7,16 @@
 
 Pairing: records are matched by the sequence of their API names and directions (difflib), so an
 extra or missing call on one side (a `.cuda()` only the device script makes) leaves the rest paired;
-unpaired records are listed as "only in A/B". Each tensor of a pair is compared (see _metrics.py for
+unpaired records are listed as "only in A/B". An optimizer step is one record on both sides (see
+dump.py), so a run whose optimizer uses foreach ops (devx's default) and one that loops over the
+parameters (the CPU's) pair on that record; the API calls inside the two steps are listed as "only
+in A/B" with a rule naming the step, and do not shift the pairing of the rest. Each tensor of a pair is compared (see _metrics.py for
 the metrics and the verdict rules); a record's verdict is the worst of its outputs' (of its inputs'
 when it has no outputs: module backward records hold gradients as inputs).
 
 First divergence: the first pair in call order whose inputs all pass and whose output verdict is not
 pass: the API that turned agreeing inputs into disagreeing outputs. Leaf records (APIs, aten ops) are
-searched before modules, since a module diverges whenever anything inside it does.
+searched before modules and optimizer steps, since those diverge whenever anything inside them does.
 
 Ranking: module records sorted by verdict (errors, then warnings, then passes) and within a verdict
 by their error, largest first: ||A - B|| / ||B|| of the worst output (a layer whose output is 5% too
@@ -133,6 +136,10 @@ def _compare_pair(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str]
                            stack=a.stack(name_a) if name_a else b.stack(name_b or ""))
     if not result.paired:
         result.verdict, result.rule = "error", "only in " + ("A" if name_a else "B")
+        step = (rec_a or rec_b).get("optimizer")
+        if step:
+            result.rule += (f", inside {step}: the two runs update the parameters differently (foreach ops vs "
+                            "a per-parameter loop); that step's record compares the update as a whole")
         return result
     for io in ("input", "output"):
         entries_a = {e["name"]: e for e in rec_a.get(io + "s", [])}
@@ -158,13 +165,18 @@ def _compare_pair(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str]
     return result
 
 
+# Records that hold other records (a module's forward, an optimizer step): they diverge whenever
+# anything inside them does, so they are named only when no leaf inside explains it.
+_CONTAINERS = ("module", "optimizer")
+
+
 def _first_divergence(apis: list[ApiComparison]) -> Optional[ApiComparison]:
     def diverges(api: ApiComparison) -> bool:
         has_outputs = any(t.io == "output" for t in api.tensors)
         return api.paired and has_outputs and api.input_verdict == "pass" and api.verdict != "pass"
-    leaves = [api for api in apis if api.kind != "module"]
+    leaves = [api for api in apis if api.kind not in _CONTAINERS]
     return next((api for api in leaves if diverges(api)), None) or \
-        next((api for api in apis if api.kind == "module" and diverges(api)), None)
+        next((api for api in apis if api.kind in _CONTAINERS and diverges(api)), None)
 
 
 def _is_step_folder(path: str) -> bool:
