@@ -43,7 +43,7 @@ def wrong_tanh_backward(grad, y):
 @pytest.fixture
 def diag(devx):
     yield devx.diagnostics
-    for op in ("tanh", "tanh_backward", "add_.Tensor"):
+    for op in ("tanh", "tanh_backward", "add_.Tensor", "mm"):
         devx.diagnostics.override_kernel(op, None)
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
     assert _get_current_dispatch_mode_stack() == []
@@ -97,7 +97,10 @@ def test_finds_a_corrupted_backward_op(diag, tmp_path):
         train_step()
     assert list(finder.divergences) == ["tanh_backward"]
     d = finder.first
-    assert (d.direction, d.node, d.module) == ("backward", "TanhBackward0", "")
+    assert (d.direction, d.node, d.module) == ("backward", "TanhBackward0", "act (Tanh)")
+    # The forward call whose gradient the op computes.
+    assert d.forward_location == f"{__file__}:{_line_of('TANH LINE')}" and "self.act(self.fc1(x))" in d.forward_source
+    assert f"in module act (Tanh), backward of the call at {d.forward_location}" in d.describe()
     # The engine runs the op on its own thread; the line is where the script waits in backward().
     lines, start = inspect.getsourcelines(train_step)
     backward_line = start + next(i for i, t in enumerate(lines) if "BACKWARD LINE" in t)
@@ -107,6 +110,23 @@ def test_finds_a_corrupted_backward_op(diag, tmp_path):
         test()
     diag.override_kernel("tanh_backward", None)
     test()
+
+
+def test_backward_ops_are_named_after_their_forward_module(diag, tmp_path):
+    from torch_devx.tools import DivergenceFinder
+
+    # mm runs only in the backward pass here (Linear's forward is addmm): once per Linear's weight
+    # gradient and once for fc2's input gradient. The first is fc2's, whose forward is the last line.
+    diag.override_kernel("mm", lambda a, b: torch.ops.aten.mm.default(a.cpu(), b.cpu()).to(a.device) * 1.05)
+    try:
+        with DivergenceFinder(out_dir=str(tmp_path), stop=False, ops=[r"^mm$"]) as finder:
+            train_step()
+    finally:
+        diag.override_kernel("mm", None)
+    d = finder.first
+    assert (d.op, d.direction, d.node, d.module) == ("mm", "backward", "AddmmBackward0", "fc2 (Linear)")
+    assert d.forward_location == f"{__file__}:{_line_of('* 2')}" and "self.fc2(h) * 2" in d.forward_source
+    assert finder.divergences["mm"].occurrences == 3
 
 
 def test_keep_going_lists_each_wrong_op_once(diag, tmp_path):

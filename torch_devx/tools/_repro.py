@@ -60,7 +60,7 @@ r"""Repro of a divergence between devx and the CPU, written by torch_devx's dive
 op:     {qualified} ({direction}{node})
 module: {module}
 line:   {location}
-        {source}
+        {source}{forward}
 found:  {detail}
 
 Replays the op on the saved inputs (inputs.pt, as they were before the op ran) on devx and on the
@@ -131,6 +131,8 @@ def save_repro(folder: str, func: Any, inputs: tuple, devices: dict[int, str],
         node=f", autograd node {divergence.node}" if divergence.node else "",
         module=clean(divergence.module or "-"), location=clean(divergence.location or "-"),
         source=clean(divergence.source), detail=clean(divergence.detail), test_path=test_path,
+        forward=clean(f"\nbackward of the call at {divergence.forward_location}\n        {divergence.forward_source}")
+        if divergence.forward_location else "",
         tolerances=repr(float_tolerances), written=repr(written),
         test_name="".join(c if c.isalnum() else "_" for c in qualified.split("::")[-1]))
     with open(test_path, "w") as f:

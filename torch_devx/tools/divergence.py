@@ -17,7 +17,9 @@ count. Random and uninitialised-output ops (tag nondeterministic_seeded, empty*,
 not compared; ops the CPU cannot run are counted in `unchecked`.
 
 A divergence names the op, forward or backward (with the autograd node), the module running it
-(forward pre/post hooks: "blocks.0.attn (Attention)"), the Python line outside torch that led to it,
+(forward pre/post hooks: "blocks.0.attn (Attention)"; for a backward op, the module and the Python
+line of the forward call it differentiates, found from the autograd node, see _origins.py), the
+Python line outside torch that led to it (for a backward op: where the script waits in backward()),
 the largest difference, and a repro folder: inputs.pt (the op's arguments, as they were before the
 op ran) and test_repro_NN_OP.py, a pytest file that replays the op on devx and on the CPU and asserts
 they agree (`python -m pytest OUT` runs every repro of a run). stop=True (default) raises DivergenceError at the first; stop=False keeps going and collects
@@ -42,6 +44,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from ._common import run_as_main, user_frame
 from ._modules import ModuleTracker
+from ._origins import ForwardOrigins
 from ._repro import save_repro
 
 __all__ = ["DEFAULT_TOLERANCES", "Divergence", "DivergenceError", "DivergenceFinder", "op_name", "run_script"]
@@ -62,7 +65,7 @@ class Divergence:
     op: str                        # "mul.Tensor"
     direction: str                 # "forward" or "backward"
     node: str                      # the autograd node running a backward op, else ""
-    module: str                    # "fc1 (Linear)", or "" outside modules
+    module: str                    # "fc1 (Linear)"; for a backward op the module of its forward call
     location: str                  # "file:line" of the Python line outside torch
     source: str
     detail: str                    # how the results differ
@@ -70,13 +73,19 @@ class Divergence:
     repro_dir: str = ""
     repro_test: str = ""           # the repro's pytest file, in repro_dir
     occurrences: int = 1
+    forward_location: str = ""     # a backward op: "file:line" of the forward call it differentiates
+    forward_source: str = ""
 
     def describe(self) -> str:
         where = f"in module {self.module}" if self.module else \
             ("in the backward pass" if self.direction == "backward" else "outside any module")
+        if self.forward_location:
+            where += f", backward of the call at {self.forward_location}" + \
+                (f": {self.forward_source}" if self.forward_source else "")
         lines = [f"first divergence: aten::{self.op} ({self.direction}"
                  + (f", autograd node {self.node}" if self.node else "") + f"), {where}",
-                 f"  at {self.location or '<unknown line>'}" + (f": {self.source}" if self.source else ""),
+                 ("  in the backward pass started at " if self.direction == "backward" else "  at ")
+                 + (self.location or "<unknown line>") + (f": {self.source}" if self.source else ""),
                  f"  {self.detail}", f"  after {self.index} ops that matched the CPU"]
         if self.repro_test:
             lines.append(f"  repro: {self.repro_test} (python -m pytest {self.repro_test})")
@@ -129,6 +138,7 @@ class DivergenceFinder(TorchDispatchMode):
         self.checked = 0
         self.unchecked: dict[str, int] = {}
         self._tracker = ModuleTracker()
+        self._origins = ForwardOrigins()
         self._active = False
         self._thread: Optional[int] = None
 
@@ -141,6 +151,7 @@ class DivergenceFinder(TorchDispatchMode):
             raise RuntimeError("DivergenceFinder is already started")
         self._thread = threading.get_ident()
         self._tracker.start()
+        self._origins.start()
         super().__enter__()
         self._active = True
         return self
@@ -149,6 +160,7 @@ class DivergenceFinder(TorchDispatchMode):
         if self._active:
             super().__exit__(None, None, None)
             self._tracker.stop()
+            self._origins.clear()
             self._active = False
         return self
 
@@ -170,6 +182,8 @@ class DivergenceFinder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if threading.get_ident() == self._thread and torch._C._current_autograd_node() is None:
+            self._origins.note(self._tracker.path)
         name = op_name(func)
         leaves, _ = tree_flatten((args, kwargs))
         if not self._wanted(func, name, leaves):
@@ -232,9 +246,13 @@ class DivergenceFinder(TorchDispatchMode):
         if frame is not None:
             location = f"{frame.f_code.co_filename}:{frame.f_lineno}"
             source = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        origin = self._origins.lookup(node)
         d = Divergence(name, "backward" if node is not None else "forward",
                        node.name().rsplit("::", 1)[-1] if node is not None else "",
-                       self._tracker.path if node is None else "", location, source, detail, self.checked)
+                       self._tracker.path if node is None else (origin.module if origin else ""),
+                       location, source, detail, self.checked)
+        if origin is not None:
+            d.forward_location, d.forward_source = origin.location, origin.source
         if len(self.divergences) < self.max_repros:
             folder = os.path.join(self.out_dir, f"{len(self.divergences):02d}_{re.sub(r'[^A-Za-z0-9_.]', '_', name)}")
             devices = {i: str(x.device if isinstance(x, torch.Tensor) else x) for i, x in enumerate(leaves) if _is_devx(x)}
