@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.overrides
 
-__all__ = ["NOISE", "api_name", "ModeTool", "run_as_main", "user_frame", "user_stack"]
+__all__ = ["NOISE", "api_name", "ModeTool", "op_name", "run_as_main", "user_frame", "user_stack"]
 
 # Calls that are not "API calls" worth timing or checking. Besides these, every property access
 # (`t.shape`, `t.device`, `t.grad`, `t.T`: torch reports them as `Tensor.<prop>.__get__`/`__set__`)
@@ -72,6 +72,13 @@ def api_name(func: Callable) -> Optional[str]:
         return name
     except TypeError:  # unhashable callable
         return _compute_name(func)
+
+
+def op_name(func: Any) -> str:
+    """The name of an aten op seen by a TorchDispatchMode: "mul.Tensor", "relu" (the default overload
+    is left out, as in the backend's diagnostics)."""
+    base = func._schema.name.split("::")[-1]
+    return base if func._overloadname == "default" else f"{base}.{func._overloadname}"
 
 
 def user_frame(start: Optional[FrameType] = None) -> Optional[FrameType]:

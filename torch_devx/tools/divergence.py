@@ -42,7 +42,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ._common import run_as_main, user_frame
+from ._common import op_name, run_as_main, user_frame
 from ._modules import ModuleTracker
 from ._origins import ForwardOrigins
 from ._repro import save_repro
@@ -109,12 +109,6 @@ def _to_cpu(x: Any) -> Any:
     if isinstance(x, torch.device) and x.type == "devx":
         return torch.device("cpu")
     return x
-
-
-def op_name(func: Any) -> str:
-    """"mul.Tensor", "relu" (the default overload is left out, as in the backend's diagnostics)."""
-    base = func._schema.name.split("::")[-1]
-    return base if func._overloadname == "default" else f"{base}.{func._overloadname}"
 
 
 def _written(func: Any, args: tuple, kwargs: dict) -> list[Any]:
