@@ -237,3 +237,21 @@ def test_missing_script_is_a_clear_error(tmp_path, capsys):
 
     assert main(["divergence", str(tmp_path / "absent.py")]) == 2
     assert "script" in capsys.readouterr().err
+
+
+def test_cli_tolerance_options(diag, tmp_path, capsys):
+    from torch_devx.__main__ import main
+
+    script = tmp_path / "scaled.py"
+    script.write_text("import torch\n"
+                      "x = torch.linspace(0.1, 1, 8, device='devx')\n"
+                      "torch.tanh(x)\n")
+    diag.override_kernel("tanh", lambda t: torch.ops.aten.tanh.default(t.cpu()).to(t.device) * 1.001)
+    # 0.1% off: beyond float32's default rtol, within --rtol 1e-2 (atol stays 1e-5).
+    assert main(["divergence", "--out", str(tmp_path / "strict"), str(script)]) == 1
+    assert "first divergence: aten::tanh (forward)" in capsys.readouterr().out
+    assert main(["divergence", "--rtol", "1e-2", "--out", str(tmp_path / "loose"), str(script)]) == 0
+    assert "no op diverged from the CPU" in capsys.readouterr().out
+    assert main(["divergence", "--atol", "-1", str(script)]) == 2
+    assert "--atol must be a number >= 0" in capsys.readouterr().err
+

@@ -395,3 +395,35 @@ def test_cli_dump_compare_parse(tmp_path, capsys):
     assert "no record 'torch.nothing.0'" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "absent"), str(tmp_path / "cpu")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+TRAIN_SCRIPT = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).to("devx")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(3, 4, device="devx")
+for _ in range(3):
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+"""
+
+
+def test_cli_dump_steps_end_at_optimizer_steps(tools, tmp_path, capsys):
+    from torch_devx.__main__ import main
+    from torch_devx.tools._dump_reader import dump_steps, load_dump
+
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_SCRIPT)
+    out = tmp_path / "dump"
+    assert main(["dump", "--out", str(out), "--level", "mix", "--steps", "1", "2",
+                 "--range", "torch.tanh.0", "Optimizer.SGD.0.step", str(script)]) == 0
+    assert f"dump written to {out / 'step1'}, {out / 'step2'}" in capsys.readouterr().out
+    assert dump_steps(str(out)) == [1, 2]
+    names = list(load_dump(str(out), step=2).records)
+    assert names[0] == "torch.tanh.0.forward" and names[-1] == "Optimizer.SGD.0.step"
+    assert "Module.0.Linear.0.forward" not in names and "Module.2.Linear.0.forward" in names
+

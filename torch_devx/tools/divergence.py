@@ -47,7 +47,7 @@ from ._modules import ModuleTracker
 from ._origins import ForwardOrigins
 from ._repro import save_repro
 
-__all__ = ["DEFAULT_TOLERANCES", "Divergence", "DivergenceError", "DivergenceFinder", "op_name", "run_script"]
+__all__ = ["DEFAULT_TOLERANCES", "OTHER_TOLERANCE", "Divergence", "DivergenceError", "DivergenceFinder", "op_name", "run_script"]
 
 logger = logging.getLogger("torch_devx.tools.divergence")
 
@@ -56,7 +56,7 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5),
     torch.float32: (1.3e-6, 1e-5), torch.complex64: (1.3e-6, 1e-5),
 }
-_OTHER_TOLERANCE = (1e-7, 1e-7)
+OTHER_TOLERANCE = (1e-7, 1e-7)  # float64, complex128
 _UNCOMPARABLE = re.compile(r"^(empty|new_empty|resize_|set_|_resize_output_|record_stream)")
 
 
@@ -216,7 +216,7 @@ class DivergenceFinder(TorchDispatchMode):
             if g.shape != w.shape or g.dtype != w.dtype:
                 return f"result {i}: {g.dtype} {tuple(g.shape)} on devx, {w.dtype} {tuple(w.shape)} on the CPU"
             if w.is_floating_point() or w.is_complex():
-                rtol, atol = self.tolerances.get(w.dtype, _OTHER_TOLERANCE)
+                rtol, atol = self.tolerances.get(w.dtype, OTHER_TOLERANCE)
                 close = torch.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
                 if not bool(close.all()):
                     diff = (g - w).abs().nan_to_num(nan=float("inf")).max().item()
