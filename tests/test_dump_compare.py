@@ -8,6 +8,7 @@ import inspect
 import json
 import os
 import sys
+import warnings
 from typing import Optional
 
 import pytest
@@ -303,6 +304,29 @@ def test_compare_defaults_to_the_first_shared_step(tools, tmp_path):
     # An explicit step, or two step folders, compare what was asked for.
     assert tools.compare(str(tmp_path / "b"), str(tmp_path / "c"), step=0).dump_a.endswith("step0")
     assert tools.compare(str(tmp_path / "a" / "step1"), str(tmp_path / "c" / "step0")).dump_a.endswith("step1")
+
+
+def _warn_twice(x):
+    torch.nn.functional.softmax(x)  # PYTHON WARNING: warnings.warn(stacklevel=2) in torch
+    torch.add(x, x, out=torch.empty(1, device="devx"))  # C++ WARNING: an out= tensor resized
+
+
+@pytest.mark.parametrize("tool", ["api", "module", "overflow"])
+def test_warnings_name_the_users_line(tools, tmp_path, tool):
+    lines, start = inspect.getsourcelines(_warn_twice)
+    expected = [(__file__, start + next(i for i, text in enumerate(lines) if marker in text))
+                for marker in ("PYTHON WARNING", "C++ WARNING")]
+    started = tools.OverflowCheck() if tool == "overflow" else tools.Dumper(str(tmp_path), level=tool)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with started:
+            _warn_twice(torch.randn(2, 3, device="devx"))
+    assert [(w.filename, w.lineno) for w in caught] == expected
+    if tool == "api":  # the records' stacks are unchanged by the stand-in frame
+        from torch_devx.tools._dump_reader import load_dump
+
+        stack = load_dump(str(tmp_path)).stack("torch.nn.functional.softmax.0.forward")
+        assert stack[0].startswith(f"{__file__}:{expected[0][1]} in _warn_twice:") and "tools call" not in stack[1]
 
 
 def test_parse_prints_stack_and_statistics(tools, tmp_path, capsys):

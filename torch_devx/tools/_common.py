@@ -1,17 +1,19 @@
 """Helpers shared by the tools: API names, the noise list, start/stop of a TorchFunctionMode, source lines."""
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import runpy
 import sys
-from types import FrameType
+from types import CodeType, FrameType, FunctionType
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.overrides
 
-__all__ = ["NOISE", "api_name", "ModeTool", "op_name", "run_as_main", "user_frame", "user_stack"]
+__all__ = ["NOISE", "api_caller", "api_name", "call_as_caller", "ModeTool", "op_name", "run_as_main", "user_frame",
+           "user_stack"]
 
 # Calls that are not "API calls" worth timing or checking. Besides these, every property access
 # (`t.shape`, `t.device`, `t.grad`, `t.T`: torch reports them as `Tensor.<prop>.__get__`/`__set__`)
@@ -81,16 +83,66 @@ def op_name(func: Any) -> str:
     return base if func._overloadname == "default" else f"{base}.{func._overloadname}"
 
 
+def _is_tool_frame(frame: FrameType) -> bool:
+    """A frame of torch, torch_devx, Python's frozen modules, or a call_as_caller stand-in."""
+    code = frame.f_code
+    filename = os.path.abspath(code.co_filename)
+    return filename.startswith(_TORCH_DIR) or filename.startswith(_DEVX_DIR) or \
+        code.co_filename.startswith("<frozen") or code.co_name == _STAND_IN_NAME
+
+
 def user_frame(start: Optional[FrameType] = None) -> Optional[FrameType]:
     """The innermost frame whose file is outside torch and torch_devx: the line that called the API."""
     frame = start if start is not None else sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not (filename.startswith(_TORCH_DIR) or filename.startswith(_DEVX_DIR)
-                or frame.f_code.co_filename.startswith("<frozen")):
+        if not _is_tool_frame(frame):
             return frame
         frame = frame.f_back
     return None
+
+
+_OVERRIDES_FILE = os.path.abspath(torch.overrides.__file__)
+_STAND_IN_NAME = "<torch_devx.tools call>"
+
+
+def api_caller(mode_frame: FrameType, func: Callable) -> Optional[FrameType]:
+    """The frame that called `func`, seen from the __torch_function__ frame of a mode: past torch's
+    handle_torch_function and, for an API written in Python (F.softmax), past the API's own frame."""
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    frame = mode_frame.f_back
+    while frame is not None and (os.path.abspath(frame.f_code.co_filename) == _OVERRIDES_FILE or frame.f_code is code):
+        frame = frame.f_back
+    return frame
+
+
+def _stand_in(func: Callable, args: tuple, kwargs: dict) -> Any:
+    return func(*args, **kwargs)
+
+
+_STAND_IN_LINE = max(line for _, _, line in _stand_in.__code__.co_lines() if line is not None) \
+    - _stand_in.__code__.co_firstlineno
+_stand_ins: dict[tuple[CodeType, int], Callable] = {}
+
+
+def call_as_caller(caller: Optional[FrameType], func: Callable, args: tuple, kwargs: dict) -> Any:
+    """func(*args, **kwargs), called from a stand-in frame that has `caller`'s file, line and globals.
+
+    A warning names the frame that made the call it comes from (warnings.warn(stacklevel=2), and every
+    C++ TORCH_WARN, which names the innermost Python frame). A tool's __torch_function__ calls the API
+    itself, so without this the user's warnings would name the tool's line. The stand-in (a copy of
+    _stand_in's code with the caller's position, named "<torch_devx.tools call>" in tracebacks) makes
+    them name the line they name without the tool, and the caller's module for warning filters; frame
+    walks of the tools skip it."""
+    if caller is None or caller.f_lineno <= _STAND_IN_LINE:
+        return func(*args, **kwargs)
+    key = (caller.f_code, caller.f_lineno)
+    stand_in = _stand_ins.get(key)
+    if stand_in is None:
+        code = _stand_in.__code__.replace(co_filename=caller.f_code.co_filename, co_name=_STAND_IN_NAME,
+                                          co_qualname=_STAND_IN_NAME,
+                                          co_firstlineno=caller.f_lineno - _STAND_IN_LINE)
+        stand_in = _stand_ins[key] = FunctionType(code, caller.f_globals)
+    return stand_in(func, args, kwargs)
 
 
 def user_stack(start: Optional[FrameType] = None, limit: int = 16) -> list[str]:
@@ -100,9 +152,7 @@ def user_stack(start: Optional[FrameType] = None, limit: int = 16) -> list[str]:
     frame = user_frame(start if start is not None else sys._getframe(1))
     while frame is not None and len(frames) < limit:
         code = frame.f_code
-        filename = os.path.abspath(code.co_filename)
-        if not (filename.startswith(_TORCH_DIR) or filename.startswith(_DEVX_DIR)
-                or code.co_filename.startswith("<frozen")):
+        if not _is_tool_frame(frame):
             source = linecache.getline(code.co_filename, frame.f_lineno).strip()
             frames.append(f"{code.co_filename}:{frame.f_lineno} in {code.co_name}: {source}")
         frame = frame.f_back

@@ -50,7 +50,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ._common import ModeTool, api_name, user_stack
+from ._common import ModeTool, api_caller, api_name, call_as_caller, user_stack
 from ._dump_writer import DumpWriter, busy, quiet
 from ._modules import ModuleTracker
 from ._summary import Sampling
@@ -101,15 +101,16 @@ def record_call(writer: DumpWriter, func: Any, args: tuple, kwargs: dict, module
     """Call an API seen by a TorchFunctionMode, recording it when the writer (and `patterns`, compiled
     regexes on the API name, when given) want it. `optimizer` names the optimizer step record the call
     is part of."""
+    caller = api_caller(sys._getframe(1), func)
     api = api_name(func)
     if api is None or not writer.wants(api) or (patterns is not None and not any(p.search(api) for p in patterns)):
-        return func(*args, **kwargs)
-    name = writer.begin(api, "forward", "api", input_pairs(args, kwargs), user_stack(sys._getframe(2)),
+        return call_as_caller(caller, func, args, kwargs)
+    name = writer.begin(api, "forward", "api", input_pairs(args, kwargs), user_stack(caller),
                         module=module_path, optimizer=optimizer)
     if name is None:
-        return func(*args, **kwargs)
+        return call_as_caller(caller, func, args, kwargs)
     try:
-        out = func(*args, **kwargs)
+        out = call_as_caller(caller, func, args, kwargs)
     except Exception as e:
         writer.fail(name, e)
         raise
@@ -210,8 +211,10 @@ class Dumper(ModeTool):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        if not self._record_apis or busy():
+        if busy():
             return func(*args, **kwargs)
+        if not self._record_apis:
+            return call_as_caller(api_caller(sys._getframe(0), func), func, args, kwargs)
         optimizer = self._optimizer_records[-1][0] if self._optimizer_records else None
         return record_call(self.writer, func, args, kwargs, self._tracker.path, optimizer=optimizer)
 

@@ -40,7 +40,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ._common import ModeTool, api_name, op_name, user_frame
+from ._common import ModeTool, api_caller, api_name, call_as_caller, op_name, user_frame
 from ._modules import ModuleTracker
 from ._origins import ForwardOrigins
 
@@ -173,7 +173,8 @@ class OverflowCheck(ModeTool):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        out = func(*args, **kwargs)
+        caller = api_caller(sys._getframe(0), func)
+        out = call_as_caller(caller, func, args, kwargs)
         if not self._active:
             return out
         name = api_name(func)
@@ -181,7 +182,7 @@ class OverflowCheck(ModeTool):
             return out
         bad, multiple = _non_finite(out)
         if bad:
-            frame = user_frame(sys._getframe(1))
+            frame = user_frame(caller)
             location = source = ""
             if frame is not None:
                 filename, lineno = frame.f_code.co_filename, frame.f_lineno
