@@ -150,6 +150,27 @@ def test_scopes_apis_range_stack_and_steps(tools, tmp_path):
     assert dump_steps(str(tmp_path / "steps")) == [1, 3]
 
 
+@pytest.mark.parametrize("shape", [(2, 4), (2, 5, 4)])
+def test_module_gradient_after_an_in_place_op_on_its_output(tools, tmp_path, shape):
+    from torch_devx.tools._dump_reader import load_dump
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 2)).to("devx")
+    x = torch.randn(*shape, device="devx")
+    with tools.Dumper(str(tmp_path), level="module", mode="full"):
+        model(x).sum().backward()
+    # The same gradients, without the in-place op and without the dumper.
+    h = model[0](x).detach().requires_grad_()
+    r = torch.relu(h)
+    r.retain_grad()
+    model[2](r).sum().backward()
+    d = load_dump(str(tmp_path))
+    for record, want in (("Module.0.Linear.0.backward", h.grad), ("Module.1.ReLU.0.backward", r.grad)):
+        (entry,) = d.records[record]["inputs"]
+        assert entry["name"] == "grad_output[0]" and entry["shape"] == list(shape)
+        torch.testing.assert_close(d.data(entry), want.cpu())
+
+
 def test_statistics_dump_of_100_steps_stays_small(tools, tmp_path):
     run_model(tools, "devx", str(tmp_path), steps=100, level="mix")
     folders = sorted(os.listdir(tmp_path))

@@ -15,7 +15,8 @@ every aten op (a TorchDispatchMode). With backward=True (default) the backward p
 the aten ops the autograd engine runs ("Aten.mm.default.0.backward", with the autograd node's name)
 for the api, mix and aten levels, and for the module and mix levels the gradient reaching each
 module's outputs ("Module.fc.Linear.0.backward", inputs "grad_output[i]"; tensor hooks on the
-outputs, which, unlike full backward hooks, tolerate in-place ops on a module's output).
+outputs, which, unlike full backward hooks, tolerate in-place ops on a module's output, also when
+the output is a view of a whole tensor, as a Linear's on a 3-D input).
 
 Optimizer steps: at every level, each `optimizer.step()` is one record "Optimizer.SGD.0.step" whose
 inputs are the parameters it updates and their gradients ("param_groups[0].params[3]", "....grad")
@@ -42,7 +43,7 @@ import os
 import random
 import sys
 import threading
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -276,4 +277,36 @@ def watch_gradients(writer: DumpWriter, api: str, index: int, output: Any, step:
 
     with quiet():
         for i, t in enumerate(tensors):
-            t.register_hook(make_hook(i))
+            hook, base = make_hook(i), _whole_base(t)
+            t.register_hook(hook if base is None else _first_of_two(hook, base, t.shape))
+
+
+def _whole_base(t: torch.Tensor) -> Optional[torch.Tensor]:
+    """The base of `t` when `t` is a view of all of it, laid out the same way (a Linear on a 3-D input
+    returns such a view of a 2-D matmul), else None."""
+    base = t._base if t._is_view() else None
+    if base is not None and base.requires_grad and base.numel() == t.numel() and t.is_contiguous() \
+            and base.is_contiguous() and t.storage_offset() == base.storage_offset():
+        return base
+    return None
+
+
+def _first_of_two(hook: Callable[[torch.Tensor], None], base: torch.Tensor, shape: torch.Size) -> Callable:
+    """A hook for a view of all of `base` that gets the view's gradient even after an in-place op on
+    the view. A tensor hook stays with the autograd node the tensor had when it was registered, and an
+    in-place op on a view (ReLU(inplace=True) after that Linear) takes the view's old node out of the
+    graph: its hook would never run. The base's node stays, and runs after the view's, with the
+    base's gradient, which is the view's reshaped. So `hook` is called from the view's hook and,
+    when that did not run, from one on the base."""
+    seen = [False]
+
+    def on_base(grad: torch.Tensor) -> None:
+        if not seen[0]:
+            hook(grad.reshape(shape))
+
+    def on_view(grad: torch.Tensor) -> None:
+        seen[0] = True
+        hook(grad)
+
+    base.register_hook(on_base)
+    return on_view
