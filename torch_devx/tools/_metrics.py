@@ -1,10 +1,11 @@
 """Comparing one tensor of run A (the device) with the same tensor of run B (the reference).
 
 On data (full or sampled dumps): cosine similarity, max absolute error, max relative error, the
-shares of elements within 0.1% and 1%, and the relative error of the whole tensor ||A - B|| / ||B||. The relative error of an element is |a - b| / max(|b|, floor),
-floor = eps(dtype) * max|b|, so that elements near zero in a tensor of large values do not dominate.
-On statistics only: the relative differences of max, min, mean and norm, each divided by
-max(|statistic of B|, rms of B) (the mean of a tensor centred on zero is not a scale).
+shares of elements within 0.1% and 1%, and the relative error of the whole tensor ||A - B|| / ||B||.
+The relative error of an element is |a - b| / max(|b|, floor), floor = eps(dtype) * max|b|, so that
+elements near zero in a tensor of large values do not dominate. On statistics only: the relative
+differences of max, min, mean and norm, each divided by max(|statistic of B|, rms of B) (the mean of
+a tensor centred on zero is not a scale).
 
 Verdicts, first rule that fires wins (the rule is reported):
   error    dtype or shape differ; nan or inf counts differ; integer/bool values differ;

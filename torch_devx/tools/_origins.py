@@ -66,7 +66,8 @@ class ForwardOrigins:
         if end <= last:
             return  # the op made no node
         frame = user_frame(sys._getframe(1))
-        origin = Origin(module, frame.f_code.co_filename, frame.f_lineno) if frame is not None else Origin(module, "", 0)
+        origin = Origin(module, frame.f_code.co_filename, frame.f_lineno) if frame is not None \
+            else Origin(module, "", 0)
         self._ends.append(end)
         self._origins.append(self._interned.setdefault(origin, origin))
         if len(self._ends) > self.limit:

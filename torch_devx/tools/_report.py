@@ -110,8 +110,9 @@ def _html(result: CompareResult) -> str:
             m = t.metrics
             parts.append(f"<tr class='{m.verdict}'>{_cell(label)}{_cell(t.io)}{_cell(t.label)}"
                          f"{_cell(t.a.get('dtype'))}{_cell(t.a.get('shape'))}{_cell(m.cosine)}{_cell(m.max_abs)}"
-                         f"{_cell(m.max_rel)}{_cell(m.within_01)}{_cell(m.within_1)}{_cell(m.norm_rel)}{_cell(t.a.get('norm'))}"
-                         f"{_cell(t.b.get('norm'))}<td class='v'>{esc(m.verdict)}</td>{_cell(m.rule)}</tr>")
+                         f"{_cell(m.max_rel)}{_cell(m.within_01)}{_cell(m.within_1)}{_cell(m.norm_rel)}"
+                         f"{_cell(t.a.get('norm'))}{_cell(t.b.get('norm'))}<td class='v'>{esc(m.verdict)}</td>"
+                         f"{_cell(m.rule)}</tr>")
     parts.append("</table></body></html>")
     return "\n".join(parts)
 

@@ -1,10 +1,11 @@
 """Repro folders of the divergence finder: inputs.pt plus a generated pytest file that replays the op.
 
-inputs.pt holds {"op": "aten::mul.Tensor", "leaves": [...], "spec": pytree spec (JSON) of (args, kwargs),
-"devices": {leaf index: "devx:0"}}: the op's arguments flattened, on the CPU, with dtypes, devices,
-layouts and memory formats written as {"kind": ..., "value": ...} (torch.save cannot pickle memory
-formats). Its test file is named after the folder (repro_test_name). `load_case` rebuilds (args, kwargs) for the CPU or, moving the leaves listed in "devices"
-back, for devx; the generated test uses it.
+inputs.pt holds {"op": "aten::mul.Tensor", "leaves": [...], "spec": pytree spec (JSON) of (args,
+kwargs), "devices": {leaf index: "devx:0"}}: the op's arguments flattened, on the CPU, with dtypes,
+devices, layouts and memory formats written as {"kind": ..., "value": ...} (torch.save cannot pickle
+memory formats). Its test file is named after the folder (repro_test_name). `load_case` rebuilds
+(args, kwargs) for the CPU or, moving the leaves listed in "devices" back, for devx; the generated
+test uses it.
 """
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ extra or missing call on one side (a `.cuda()` only the device script makes) lea
 unpaired records are listed as "only in A/B". An optimizer step is one record on both sides (see
 dump.py), so a run whose optimizer uses foreach ops (devx's default) and one that loops over the
 parameters (the CPU's) pair on that record; the API calls inside the two steps are listed as "only
-in A/B" with a rule naming the step, and do not shift the pairing of the rest. Each tensor of a pair is compared (see _metrics.py for
-the metrics and the verdict rules); a record's verdict is the worst of its outputs' (of its inputs'
-when it has no outputs: module backward records hold gradients as inputs).
+in A/B" with a rule naming the step, and do not shift the pairing of the rest. Each tensor of a pair
+is compared (see _metrics.py for the metrics and the verdict rules); a record's verdict is the worst
+of its outputs' (of its inputs' when it has no outputs: module backward records hold gradients as
+inputs).
 
 First divergence: the first pair in call order whose inputs all pass and whose output verdict is not
 pass: the API that turned agreeing inputs into disagreeing outputs. Leaf records (APIs, aten ops) are
@@ -98,7 +99,8 @@ class CompareResult:
             lines.append(f"first divergence: {fd.name} ({fd.verdict}: {fd.rule})")
             lines += [f"    {frame}" for frame in fd.stack]
         if self.ranking:
-            lines.append("layers by error: " + ", ".join(f"{r.name} {r.verdict} {r.error:.3g}" for r in self.ranking[:5]))
+            lines.append("layers by error: "
+                         + ", ".join(f"{r.name} {r.verdict} {r.error:.3g}" for r in self.ranking[:5]))
         return "\n".join(lines)
 
 

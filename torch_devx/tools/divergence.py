@@ -22,7 +22,8 @@ line of the forward call it differentiates, found from the autograd node, see _o
 Python line outside torch that led to it (for a backward op: where the script waits in backward()),
 the largest difference, and a repro folder: inputs.pt (the op's arguments, as they were before the
 op ran) and test_repro_NN_OP.py, a pytest file that replays the op on devx and on the CPU and asserts
-they agree (`python -m pytest OUT` runs every repro of a run). stop=True (default) raises DivergenceError at the first; stop=False keeps going and collects
+they agree (`python -m pytest OUT` runs every repro of a run). stop=True (default) raises
+DivergenceError at the first; stop=False keeps going and collects
 each op's first divergence (`divergences`, a repro for each up to max_repros).
 
 Cost while active: every devx op runs twice plus copies to the CPU; nothing is installed before start().
@@ -35,7 +36,7 @@ import os
 import re
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import torch
@@ -47,7 +48,8 @@ from ._modules import ModuleTracker
 from ._origins import ForwardOrigins
 from ._repro import save_repro
 
-__all__ = ["DEFAULT_TOLERANCES", "OTHER_TOLERANCE", "Divergence", "DivergenceError", "DivergenceFinder", "op_name", "run_script"]
+__all__ = ["DEFAULT_TOLERANCES", "OTHER_TOLERANCE", "Divergence", "DivergenceError", "DivergenceFinder", "op_name",
+           "run_script"]
 
 logger = logging.getLogger("torch_devx.tools.divergence")
 
@@ -56,7 +58,7 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5),
     torch.float32: (1.3e-6, 1e-5), torch.complex64: (1.3e-6, 1e-5),
 }
-OTHER_TOLERANCE = (1e-7, 1e-7)  # float64, complex128
+OTHER_TOLERANCE = (1e-7, 1e-7)  # the dtypes not in the table: float64, complex128
 _UNCOMPARABLE = re.compile(r"^(empty|new_empty|resize_|set_|_resize_output_|record_stream)")
 
 

@@ -62,8 +62,8 @@ class NonFiniteError(RuntimeError):
 @dataclass
 class Hit:
     api: str                   # "torch.log"; a backward op: "aten::div.Tensor"
-    location: str              # "file:line", or "" when no frame outside torch was found; a backward op:
-    source: str                # that of the forward call it differentiates. The line's text.
+    location: str              # "file:line" of the call (a backward op: of the forward call it differentiates)
+    source: str                # that line's text; both "" when no frame outside torch was found
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     node: str = ""             # a backward op: the autograd node running it ("SqrtBackward0")
