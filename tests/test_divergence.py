@@ -43,7 +43,7 @@ def wrong_tanh_backward(grad, y):
 @pytest.fixture
 def diag(devx):
     yield devx.diagnostics
-    for op in ("tanh", "tanh_backward", "add_.Tensor"):
+    for op in ("tanh", "tanh_backward", "add_.Tensor", "mm"):
         devx.diagnostics.override_kernel(op, None)
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
     assert _get_current_dispatch_mode_stack() == []
@@ -58,9 +58,8 @@ def train_step(device: str = "devx") -> float:
     return loss.item()
 
 
-def _import_repro(folder: str):
-    spec = importlib.util.spec_from_file_location(f"repro_{os.path.basename(folder)}",
-                                                  os.path.join(folder, "test_repro.py"))
+def _import_repro(test_file: str):
+    spec = importlib.util.spec_from_file_location(os.path.basename(test_file)[:-3], test_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return [getattr(module, n) for n in dir(module) if n.startswith("test_")]
@@ -81,9 +80,9 @@ def test_finds_the_corrupted_forward_op_with_module_line_and_repro(diag, tmp_pat
     assert "24 of 24 elements differ" in d.detail
     assert d.index == finder.checked > 0  # fc1's ops matched before
     message = str(info.value)
-    assert "aten::tanh (forward), in module act (Tanh)" in message and "test_repro.py" in message
+    assert "aten::tanh (forward), in module act (Tanh)" in message and "test_repro_00_tanh.py" in message
 
-    (test,) = _import_repro(d.repro_dir)
+    (test,) = _import_repro(d.repro_test)
     with pytest.raises(AssertionError):  # the planted fault is still there
         test()
     diag.override_kernel("tanh", None)
@@ -98,16 +97,36 @@ def test_finds_a_corrupted_backward_op(diag, tmp_path):
         train_step()
     assert list(finder.divergences) == ["tanh_backward"]
     d = finder.first
-    assert (d.direction, d.node, d.module) == ("backward", "TanhBackward0", "")
+    assert (d.direction, d.node, d.module) == ("backward", "TanhBackward0", "act (Tanh)")
+    # The forward call whose gradient the op computes.
+    assert d.forward_location == f"{__file__}:{_line_of('TANH LINE')}" and "self.act(self.fc1(x))" in d.forward_source
+    assert f"in module act (Tanh), backward of the call at {d.forward_location}" in d.describe()
     # The engine runs the op on its own thread; the line is where the script waits in backward().
     lines, start = inspect.getsourcelines(train_step)
     backward_line = start + next(i for i, t in enumerate(lines) if "BACKWARD LINE" in t)
     assert d.location == f"{__file__}:{backward_line}"
-    (test,) = _import_repro(d.repro_dir)
+    (test,) = _import_repro(d.repro_test)
     with pytest.raises(AssertionError):
         test()
     diag.override_kernel("tanh_backward", None)
     test()
+
+
+def test_backward_ops_are_named_after_their_forward_module(diag, tmp_path):
+    from torch_devx.tools import DivergenceFinder
+
+    # mm runs only in the backward pass here (Linear's forward is addmm): once per Linear's weight
+    # gradient and once for fc2's input gradient. The first is fc2's, whose forward is the last line.
+    diag.override_kernel("mm", lambda a, b: torch.ops.aten.mm.default(a.cpu(), b.cpu()).to(a.device) * 1.05)
+    try:
+        with DivergenceFinder(out_dir=str(tmp_path), stop=False, ops=[r"^mm$"]) as finder:
+            train_step()
+    finally:
+        diag.override_kernel("mm", None)
+    d = finder.first
+    assert (d.op, d.direction, d.node, d.module) == ("mm", "backward", "AddmmBackward0", "fc2 (Linear)")
+    assert d.forward_location == f"{__file__}:{_line_of('* 2')}" and "self.fc2(h) * 2" in d.forward_source
+    assert finder.divergences["mm"].occurrences == 3
 
 
 def test_keep_going_lists_each_wrong_op_once(diag, tmp_path):
@@ -121,6 +140,18 @@ def test_keep_going_lists_each_wrong_op_once(diag, tmp_path):
     assert list(finder.divergences) == ["tanh", "tanh_backward"]
     assert finder.divergences["tanh"].occurrences == 2
     assert sorted(os.listdir(tmp_path)) == ["00_tanh", "01_tanh_backward"]
+    assert os.path.basename(finder.divergences["tanh_backward"].repro_test) == "test_repro_01_tanh_backward.py"
+    # One pytest run collects every repro of the folder: in a process with the right kernels they pass,
+    # in one with the faults planted they fail.
+    planted = ("import sys, torch, torch_devx, pytest\n"
+               "d = torch_devx.diagnostics\n"
+               "d.override_kernel('tanh', lambda t: torch.ops.aten.sigmoid(t) * 1.05)\n"
+               "d.override_kernel('tanh_backward', lambda g, y: torch.ops.aten.mul.Tensor(g, y) * 1.05)\n"
+               f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {str(tmp_path)!r}]))\n")
+    right, wrong = run_commands([[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                                 [sys.executable, "-c", planted]], cwd=str(tmp_path))
+    assert right.returncode == 0 and "2 passed" in right.stdout, right.stdout + right.stderr
+    assert wrong.returncode == 1 and "2 failed" in wrong.stdout, wrong.stdout + wrong.stderr
 
 
 def test_in_place_op_repro_replays_the_inputs_before_the_write(diag, tmp_path):
@@ -141,7 +172,7 @@ def test_in_place_op_repro_replays_the_inputs_before_the_write(diag, tmp_path):
     op, args, _ = load_case(os.path.join(d.repro_dir, "inputs.pt"), "devx")
     assert op is torch.ops.aten.add_.Tensor and args[0].device.type == "devx"
     torch.testing.assert_close(args[0].cpu(), torch.arange(4.0))  # as before the op wrote it
-    (test,) = _import_repro(d.repro_dir)
+    (test,) = _import_repro(d.repro_test)
     with pytest.raises(AssertionError):
         test()
     diag.override_kernel("add_.Tensor", None)
@@ -188,7 +219,7 @@ def test_cli_names_the_op_and_writes_a_repro(tmp_path):
     assert "script finished" not in proc.stdout  # stopped at the first divergence
     assert "first divergence: aten::tanh (forward), in module 1 (Tanh)" in proc.stdout
     assert f"at {script}:14: model(x).sum().backward()" in proc.stdout
-    repro = tmp_path / "div" / "00_tanh" / "test_repro.py"
+    repro = tmp_path / "div" / "00_tanh" / "test_repro_00_tanh.py"
     assert repro.is_file() and (tmp_path / "div" / "00_tanh" / "inputs.pt").is_file()
     # The saved repro is a unit test: it passes in a process whose tanh kernel is right, and fails in
     # one where the fault is planted.
@@ -206,3 +237,21 @@ def test_missing_script_is_a_clear_error(tmp_path, capsys):
 
     assert main(["divergence", str(tmp_path / "absent.py")]) == 2
     assert "script" in capsys.readouterr().err
+
+
+def test_cli_tolerance_options(diag, tmp_path, capsys):
+    from torch_devx.__main__ import main
+
+    script = tmp_path / "scaled.py"
+    script.write_text("import torch\n"
+                      "x = torch.linspace(0.1, 1, 8, device='devx')\n"
+                      "torch.tanh(x)\n")
+    diag.override_kernel("tanh", lambda t: torch.ops.aten.tanh.default(t.cpu()).to(t.device) * 1.001)
+    # 0.1% off: beyond float32's default rtol, within --rtol 1e-2 (atol stays 1e-5).
+    assert main(["divergence", "--out", str(tmp_path / "strict"), str(script)]) == 1
+    assert "first divergence: aten::tanh (forward)" in capsys.readouterr().out
+    assert main(["divergence", "--rtol", "1e-2", "--out", str(tmp_path / "loose"), str(script)]) == 0
+    assert "no op diverged from the CPU" in capsys.readouterr().out
+    assert main(["divergence", "--atol", "-1", str(script)]) == 2
+    assert "--atol must be a number >= 0" in capsys.readouterr().err
+

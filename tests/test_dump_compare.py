@@ -8,6 +8,8 @@ import inspect
 import json
 import os
 import sys
+import warnings
+from typing import Optional
 
 import pytest
 import torch
@@ -47,18 +49,26 @@ def tools(devx):
     assert torch.overrides._get_current_function_mode_stack() == []
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
     assert _get_current_dispatch_mode_stack() == []
+    # Stopped tools leave no global hooks behind (optimizer steps, module calls).
+    from torch.nn.modules import module
+    from torch.optim import optimizer
+    assert not optimizer._global_optimizer_pre_hooks and not optimizer._global_optimizer_post_hooks
+    assert not module._global_forward_pre_hooks and not module._global_forward_hooks
 
 
-def run_model(tools, device: str, out: str, corrupt: bool = False, steps: int = 1, **options) -> None:
+def run_model(tools, device: str, out: str, corrupt: bool = False, steps: int = 1,
+              foreach: Optional[bool] = False, faults: Optional[dict] = None, **options) -> None:
+    """One SGD training step per dump step. foreach=None leaves SGD's default: the foreach kernels on
+    devx, a per-parameter loop on the CPU. corrupt=True plants wrong_tanh; `faults` other kernels."""
     import torch_devx
 
     tools.seed_all(0)
     model = Net().to(device)
-    # foreach=False: by default SGD uses the foreach kernels on devx but a per-parameter loop on the CPU.
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=foreach)
     x = torch.randn(4, 6).to(device)
-    if corrupt:
-        torch_devx.diagnostics.override_kernel("tanh", wrong_tanh)
+    planted = {**({"tanh": wrong_tanh} if corrupt else {}), **(faults or {})}
+    for op, kernel in planted.items():
+        torch_devx.diagnostics.override_kernel(op, kernel)
     try:
         with tools.Dumper(out, **options) as dumper:
             for _ in range(steps):
@@ -67,7 +77,8 @@ def run_model(tools, device: str, out: str, corrupt: bool = False, steps: int = 
                 opt.step()
                 dumper.step()
     finally:
-        torch_devx.diagnostics.override_kernel("tanh", None)
+        for op in planted:
+            torch_devx.diagnostics.override_kernel(op, None)
 
 
 def test_dump_round_trip(tools, tmp_path):
@@ -144,6 +155,27 @@ def test_scopes_apis_range_stack_and_steps(tools, tmp_path):
     assert dump_steps(str(tmp_path / "steps")) == [1, 3]
 
 
+@pytest.mark.parametrize("shape", [(2, 4), (2, 5, 4)])
+def test_module_gradient_after_an_in_place_op_on_its_output(tools, tmp_path, shape):
+    from torch_devx.tools._dump_reader import load_dump
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 2)).to("devx")
+    x = torch.randn(*shape, device="devx")
+    with tools.Dumper(str(tmp_path), level="module", mode="full"):
+        model(x).sum().backward()
+    # The same gradients, without the in-place op and without the dumper.
+    h = model[0](x).detach().requires_grad_()
+    r = torch.relu(h)
+    r.retain_grad()
+    model[2](r).sum().backward()
+    d = load_dump(str(tmp_path))
+    for record, want in (("Module.0.Linear.0.backward", h.grad), ("Module.1.ReLU.0.backward", r.grad)):
+        (entry,) = d.records[record]["inputs"]
+        assert entry["name"] == "grad_output[0]" and entry["shape"] == list(shape)
+        torch.testing.assert_close(d.data(entry), want.cpu())
+
+
 def test_statistics_dump_of_100_steps_stays_small(tools, tmp_path):
     run_model(tools, "devx", str(tmp_path), steps=100, level="mix")
     folders = sorted(os.listdir(tmp_path))
@@ -155,6 +187,8 @@ def test_statistics_dump_of_100_steps_stays_small(tools, tmp_path):
 
 @pytest.mark.parametrize("mode", ["stats", "full"])
 def test_compare_names_the_corrupted_op(tools, tmp_path, mode):
+    from torch_devx.tools._metrics import SEVERITY
+
     run_model(tools, "devx", str(tmp_path / "devx"), corrupt=True, mode=mode, level="mix")
     run_model(tools, "cpu", str(tmp_path / "cpu"), mode=mode, level="mix")
     result = tools.compare(str(tmp_path / "devx"), str(tmp_path / "cpu"), out_dir=str(tmp_path / "cmp"))
@@ -172,9 +206,18 @@ def test_compare_names_the_corrupted_op(tools, tmp_path, mode):
     assert by_name["torch.nn.functional.linear.0.forward"].verdict == "pass"   # before the fault
     assert by_name["torch.nn.functional.linear.1.forward"].verdict == "error"  # after it
     assert result.summary().splitlines()[1].startswith("first divergence: torch.tanh.0.forward")
-    # The layer ranking puts a layer after the fault above fc1 (which sees the same inputs and weights).
+    # The layer ranking puts a layer after the fault above fc1 (which sees the same inputs and weights),
+    # errors before warnings before passes.
     ranking = [api.name for api in result.ranking]
     assert ranking.index("Module.fc1.Linear.0.forward") > ranking.index("Module.act.Tanh.0.forward")
+    severities = [SEVERITY[api.verdict] for api in result.ranking]
+    assert severities == sorted(severities, reverse=True) and severities[0] == SEVERITY["error"]
+    if mode == "full":
+        # A tanh 5% too large everywhere has cosine 1: the error that ranks it must see the scale.
+        act = next(api for api in result.ranking if api.name == "Module.act.Tanh.0.forward")
+        assert act.verdict == "error" and 0.04 < act.error < 0.06
+        keys = [(SEVERITY[api.verdict], api.error) for api in result.ranking]
+        assert keys == sorted(keys, reverse=True)
 
     with open(result.files["csv"], newline="") as f:
         rows = list(csv.DictReader(f))
@@ -196,8 +239,12 @@ def test_compare_names_the_corrupted_op(tools, tmp_path, mode):
 
     page = Collect()
     with open(result.files["html"]) as f:
-        page.feed(f.read())
-    assert {"first-divergence", "apis"} <= page.ids
+        text = f.read()
+    page.feed(text)
+    assert {"first-divergence", "apis", "ranking"} <= page.ids
+    ranking_table = text[text.index("id='ranking'"):text.index("id='apis'")]
+    positions = [ranking_table.index(f"<td>{name}</td>") for name in ranking]
+    assert positions == sorted(positions)  # the page lists the layers in the ranking's order
     assert "torch.tanh.0.forward" in "".join(page.text)
     with open(result.files["ranking"], newline="") as f:
         assert next(csv.reader(f)) == ["rank", "module", "error", "verdict", "rule"]
@@ -210,6 +257,45 @@ def test_clean_runs_agree(tools, tmp_path):
     assert result.first_divergence is None
     counts = result.counts()
     assert counts["error"] == 0 and counts["warning"] == 0 and counts["unpaired"] == 0 and counts["pass"] > 20
+
+
+def wrong_foreach_add_(tensors, others, alpha=1):
+    """A planted fault: the foreach update steps 50% too far."""
+    for t, o in zip(tensors, others):
+        torch.ops.aten.add_.Tensor(t, o, alpha=alpha * 1.5)
+
+
+def test_default_optimizer_foreach_fault_is_caught(tools, tmp_path):
+    from torch_devx.tools._dump_reader import load_dump
+
+    # SGD's defaults: torch._foreach_add_ on devx, Tensor.add_ per parameter on the CPU.
+    run_model(tools, "devx", str(tmp_path / "devx"), foreach=None, level="mix",
+              faults={"_foreach_add_.List": wrong_foreach_add_})
+    run_model(tools, "cpu", str(tmp_path / "cpu"), foreach=None, level="mix")
+    devx_dump = load_dump(str(tmp_path / "devx"))
+    foreach = devx_dump.records["torch._foreach_add_.0.forward"]
+    assert foreach["optimizer"] == "Optimizer.SGD.0.step"
+    assert [e["name"] for e in foreach["outputs"]] == [f"output[{i}]" for i in range(4)]  # what it wrote
+    step = devx_dump.records["Optimizer.SGD.0.step"]
+    assert [e["name"] for e in step["inputs"][:2]] == ["param_groups[0].params[0]", "param_groups[0].params[0].grad"]
+
+    result = tools.compare(str(tmp_path / "devx"), str(tmp_path / "cpu"), out_dir=str(tmp_path / "cmp"))
+    fd = result.first_divergence
+    assert fd is not None and fd.name == "Optimizer.SGD.0.step" and fd.verdict == "error"
+    assert "opt.step()" in fd.stack[0]
+    unpaired = [api for api in result.apis if not api.paired]
+    assert sorted(api.name for api in unpaired) == ["Tensor.add_.0.forward", "Tensor.add_.1.forward",
+                                                    "Tensor.add_.2.forward", "Tensor.add_.3.forward",
+                                                    "torch._foreach_add_.0.forward"]
+    assert all("inside Optimizer.SGD.0.step" in api.rule for api in unpaired)
+    # Everything before the step still pairs and agrees.
+    counts = result.counts()
+    assert counts["error"] == 1 and counts["warning"] == 0 and counts["pass"] > 20
+
+    # Without the fault the step agrees too.
+    run_model(tools, "devx", str(tmp_path / "clean"), foreach=None, level="mix")
+    clean = tools.compare(str(tmp_path / "clean"), str(tmp_path / "cpu"))
+    assert clean.first_divergence is None and clean.counts()["error"] == 0
 
 
 def test_pairing_tolerates_an_extra_call(tools, tmp_path):
@@ -227,6 +313,52 @@ def test_pairing_tolerates_an_extra_call(tools, tmp_path):
     assert by_name["torch.exp.0.forward"].paired and by_name["torch.exp.0.forward"].input_verdict != "pass"
     assert result.first_divergence.name == "Tensor.mul.0.forward"
     assert result.counts()["unpaired"] == 1
+
+
+def test_compare_defaults_to_the_first_shared_step(tools, tmp_path):
+    x = torch.randn(8, device="devx")
+    for name, steps in (("a", [1, 2]), ("b", [0, 2]), ("c", [0])):
+        with tools.Dumper(str(tmp_path / name), steps=steps, backward=False) as dumper:
+            for step in range(3):
+                torch.sin(x * (step + 1))
+                dumper.step()
+    result = tools.compare(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert result.dump_a.endswith("step2") and result.dump_b.endswith("step2")
+    assert result.first_divergence is None and result.counts()["pass"] == 2
+    with pytest.raises(ValueError, match=r"\(steps \[1, 2\]\) and .* \(steps \[0\]\) share no step"):
+        tools.compare(str(tmp_path / "a"), str(tmp_path / "c"))
+    # An explicit step, or two step folders, compare what was asked for.
+    assert tools.compare(str(tmp_path / "b"), str(tmp_path / "c"), step=0).dump_a.endswith("step0")
+    assert tools.compare(str(tmp_path / "a" / "step1"), str(tmp_path / "c" / "step0")).dump_a.endswith("step1")
+
+
+def _warn_twice(x):
+    torch.nn.functional.softmax(x)  # PYTHON WARNING: warnings.warn(stacklevel=2) in torch
+    torch.add(x, x, out=torch.empty(1, device="devx"))  # C++ WARNING: an out= tensor resized
+
+
+@pytest.mark.parametrize("tool", ["api", "module", "overflow"])
+def test_warnings_name_the_users_line(tools, tmp_path, tool):
+    lines, start = inspect.getsourcelines(_warn_twice)
+    expected = [(__file__, start + next(i for i, text in enumerate(lines) if marker in text))
+                for marker in ("PYTHON WARNING", "C++ WARNING")]
+    x = torch.randn(2, 3, device="devx")
+    with warnings.catch_warnings(record=True) as plain:
+        warnings.simplefilter("always")
+        _warn_twice(x)
+    started = tools.OverflowCheck() if tool == "overflow" else tools.Dumper(str(tmp_path), level=tool)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with started:
+            _warn_twice(x)
+    # The same places as without the tool (with DEVX_SIM_ASYNC=1 a meta kernel in torch warns too).
+    assert [(w.filename, w.lineno) for w in caught] == [(w.filename, w.lineno) for w in plain]
+    assert set(expected) <= {(w.filename, w.lineno) for w in caught}
+    if tool == "api":  # the records' stacks are unchanged by the stand-in frame
+        from torch_devx.tools._dump_reader import load_dump
+
+        stack = load_dump(str(tmp_path)).stack("torch.nn.functional.softmax.0.forward")
+        assert stack[0].startswith(f"{__file__}:{expected[0][1]} in _warn_twice:") and "tools call" not in stack[1]
 
 
 def test_parse_prints_stack_and_statistics(tools, tmp_path, capsys):
@@ -319,3 +451,35 @@ def test_cli_dump_compare_parse(tmp_path, capsys):
     assert "no record 'torch.nothing.0'" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "absent"), str(tmp_path / "cpu")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+TRAIN_SCRIPT = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).to("devx")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(3, 4, device="devx")
+for _ in range(3):
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+"""
+
+
+def test_cli_dump_steps_end_at_optimizer_steps(tools, tmp_path, capsys):
+    from torch_devx.__main__ import main
+    from torch_devx.tools._dump_reader import dump_steps, load_dump
+
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_SCRIPT)
+    out = tmp_path / "dump"
+    assert main(["dump", "--out", str(out), "--level", "mix", "--steps", "1", "2",
+                 "--range", "torch.tanh.0", "Optimizer.SGD.0.step", str(script)]) == 0
+    assert f"dump written to {out / 'step1'}, {out / 'step2'}" in capsys.readouterr().out
+    assert dump_steps(str(out)) == [1, 2]
+    names = list(load_dump(str(out), step=2).records)
+    assert names[0] == "torch.tanh.0.forward" and names[-1] == "Optimizer.SGD.0.step"
+    assert "Module.0.Linear.0.forward" not in names and "Module.2.Linear.0.forward" in names
+

@@ -77,6 +77,41 @@ def test_clean_run_does_not_fire(tools):
     assert check.hits == []
 
 
+class Norm(nn.Module):
+    def forward(self, x):
+        return torch.sqrt(x)  # SQRT
+
+
+class Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = Norm()
+
+    def forward(self, x):
+        return self.norm(x).sum()
+
+
+def test_backward_inf_names_the_op_and_the_forward_line(tools):
+    x = torch.tensor([0.0, 1.0, 4.0], device="devx", requires_grad=True)
+    check = tools.OverflowCheck()
+    with pytest.raises(tools.NonFiniteError) as info:
+        with check:
+            loss = Outer()(x)     # finite: sqrt(0) is 0
+            loss.backward()       # d sqrt(x)/dx at 0 is inf
+    hit = info.value.hit
+    assert hit.api.startswith("aten::") and hit.node == "SqrtBackward0" and hit.module == "norm (Norm)"
+    lines, start = inspect.getsourcelines(Norm.forward)
+    sqrt_line = start + next(i for i, text in enumerate(lines) if "SQRT" in text)
+    assert hit.location == f"{__file__}:{sqrt_line}" and hit.source == "return torch.sqrt(x)  # SQRT"
+    message = str(info.value)
+    assert f"(backward, autograd node SqrtBackward0) produced inf/nan, in module norm (Norm), backward of the call " \
+           f"at {__file__}:{sqrt_line}" in message
+    assert "inf=1" in hit.outputs[0]
+    assert [h.node for h in check.hits] == ["SqrtBackward0"]  # the forward had no hit
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    assert _get_current_dispatch_mode_stack() == []
+
+
 def test_max_hits_tolerates_earlier_hits(tools):
     x = torch.tensor([0.0, 1.0], device="devx")
     check = tools.OverflowCheck(max_hits=2)

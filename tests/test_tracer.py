@@ -97,6 +97,8 @@ def test_yaml_selection_steps_and_format(tools, tmp_path):
 
 
 def test_compare_of_two_traces_ranks_layers_and_names_the_op(tools, tmp_path):
+    from torch_devx.tools._metrics import SEVERITY
+
     run(tools, "devx", CONFIG, str(tmp_path / "devx"), corrupt=True)
     run(tools, "cpu", CONFIG, str(tmp_path / "cpu"))
     result = tools.compare(str(tmp_path / "devx"), str(tmp_path / "cpu"), out_dir=str(tmp_path / "cmp"), step=0)
@@ -107,7 +109,8 @@ def test_compare_of_two_traces_ranks_layers_and_names_the_op(tools, tmp_path):
     assert errors["Module.blocks.0.fc.Linear.0.forward"] == 0.0
     assert errors["Module.blocks.0.Block.0.forward"] > 0.01
     assert ranking.index("Module.blocks.0.Block.0.forward") < ranking.index("Module.blocks.0.fc.Linear.0.forward")
-    assert [errors[n] for n in ranking] == sorted(errors.values(), reverse=True)
+    keys = [(SEVERITY[api.verdict], api.error) for api in result.ranking]
+    assert keys == sorted(keys, reverse=True)  # by verdict, then by error
     with open(os.path.join(tmp_path, "cmp", "ranking.csv")) as f:
         lines = f.read().splitlines()
     assert lines[0] == "rank,module,error,verdict,rule" and lines[1].startswith(f"1,{ranking[0]},")

@@ -1,12 +1,14 @@
 """Command line: `python -m torch_devx COMMAND`.
 
     coverage [--all]                          which ops run natively on each vendor
-    dump [--out DIR] [--mode M] [--level L] script.py [args...]
-                                              run a script with every API call dumped (the run is step 0)
+    dump [--out DIR] [--mode M] [--level L] [--steps N ...] [--range START END] script.py [args...]
+                                              run a script with every API call dumped; each optimizer.step()
+                                              ends a step (steps count from 0; a script without an
+                                              optimizer is step 0)
     compare DUMP_A DUMP_B [--out DIR] [--step N]
                                               compare two dumps: summary, compare.csv/.html, ranking.csv
     parse DUMP RECORD [--step N]              one record's stack and statistics
-    divergence [--out DIR] [--keep-going] [--ops REGEX ...] script.py [args...]
+    divergence [--out DIR] [--keep-going] [--ops REGEX ...] [--rtol R] [--atol A] script.py [args...]
                                               run a script with every devx op checked against the CPU;
                                               exit status 1 when an op diverged
 """
@@ -49,7 +51,8 @@ def dump(args: argparse.Namespace) -> int:
     from torch_devx.tools import Dumper
     from torch_devx.tools._common import run_as_main
 
-    dumper = Dumper(args.out, mode=args.mode, level=args.level, backward=not args.no_backward, apis=args.apis)
+    dumper = Dumper(args.out, mode=args.mode, level=args.level, backward=not args.no_backward, apis=args.apis,
+                    steps=args.steps, range=tuple(args.range) if args.range else None, optimizer_steps=True)
     with dumper:
         run_as_main(args.script, args.script_args)
     print(f"dump written to {', '.join(dumper.writer.written) or '(nothing recorded)'}")
@@ -77,11 +80,30 @@ def parse(args: argparse.Namespace) -> int:
     return 0
 
 
+def float_tolerances(rtol: float | None, atol: float | None) -> dict | None:
+    """--rtol/--atol as the finder's `tolerances`: one or both replace every floating dtype's default."""
+    if rtol is None and atol is None:
+        return None
+    import torch
+    from torch_devx.tools.divergence import DEFAULT_TOLERANCES, OTHER_TOLERANCE
+
+    for name, value in (("--rtol", rtol), ("--atol", atol)):
+        if value is not None and not value >= 0:
+            raise ValueError(f"{name} must be a number >= 0, got {value}")
+    dtypes = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128)
+    table = {}
+    for dtype in dtypes:
+        default_rtol, default_atol = DEFAULT_TOLERANCES.get(dtype, OTHER_TOLERANCE)
+        table[dtype] = (default_rtol if rtol is None else rtol, default_atol if atol is None else atol)
+    return table
+
+
 def divergence(args: argparse.Namespace) -> int:
     import torch_devx  # noqa: F401
     from torch_devx.tools import run_script
 
-    finder = run_script(args.script, args.script_args, out_dir=args.out, stop=not args.keep_going, ops=args.ops)
+    finder = run_script(args.script, args.script_args, out_dir=args.out, stop=not args.keep_going, ops=args.ops,
+                        tolerances=float_tolerances(args.rtol, args.atol))
     print(f"divergence finder: {finder.checked} devx ops matched the CPU"
           + (f", {sum(finder.unchecked.values())} could not be replayed on the CPU "
              f"({', '.join(sorted(finder.unchecked))})" if finder.unchecked else ""))
@@ -105,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     dmp.add_argument("--level", default="api", choices=["api", "module", "mix", "aten"])
     dmp.add_argument("--apis", nargs="+", metavar="REGEX", help="only APIs whose name matches one of these")
     dmp.add_argument("--no-backward", action="store_true", help="leave the backward pass out")
+    dmp.add_argument("--steps", nargs="+", type=int, metavar="N",
+                     help="dump only these steps (a step ends at each optimizer.step(); the first is 0)")
+    dmp.add_argument("--range", nargs=2, metavar=("START", "END"),
+                     help='dump only the records from START to END in each step ("torch.tanh.0", '
+                          '"Module.fc1.Linear.0.forward")')
     dmp.add_argument("script")
     dmp.add_argument("script_args", nargs=argparse.REMAINDER)
 
@@ -112,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     cmp_.add_argument("dump_a")
     cmp_.add_argument("dump_b")
     cmp_.add_argument("--out", help="folder for compare.csv, compare.html and ranking.csv")
-    cmp_.add_argument("--step", type=int, help="step to compare (default: the first)")
+    cmp_.add_argument("--step", type=int, help="step to compare (default: the first step both dumps hold)")
 
     prs = sub.add_parser("parse", help="show one record of a dump: its stack and statistics")
     prs.add_argument("dump")
@@ -124,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     div.add_argument("--out", default="divergence", help="repro folder (default: divergence)")
     div.add_argument("--keep-going", action="store_true", help="check the whole run; list every op that diverged")
     div.add_argument("--ops", nargs="+", metavar="REGEX", help="check only ops whose name matches one of these")
+    div.add_argument("--rtol", type=float, help="relative tolerance for every floating dtype "
+                                                "(default per dtype: float32 1.3e-6, float16 1e-3, bfloat16 1.6e-2)")
+    div.add_argument("--atol", type=float, help="absolute tolerance for every floating dtype (default 1e-5)")
     div.add_argument("script")
     div.add_argument("script_args", nargs=argparse.REMAINDER)
 

@@ -1,21 +1,25 @@
 """Helpers shared by the tools: API names, the noise list, start/stop of a TorchFunctionMode, source lines."""
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import runpy
 import sys
-from types import FrameType
+from types import CodeType, FrameType, FunctionType
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.overrides
 
-__all__ = ["NOISE", "api_name", "ModeTool", "run_as_main", "user_frame", "user_stack"]
+__all__ = ["NOISE", "api_caller", "api_name", "call_as_caller", "ModeTool", "op_name", "run_as_main", "user_frame",
+           "user_stack"]
 
 # Calls that are not "API calls" worth timing or checking. Besides these, every property access
 # (`t.shape`, `t.device`, `t.grad`, `t.T`: torch reports them as `Tensor.<prop>.__get__`/`__set__`)
-# and every private name (`torch._C._set_grad_enabled`, `Tensor._version`) is left out.
+# and every private name (`torch._C._set_grad_enabled`, `Tensor._version`) is left out, except the
+# foreach family (`torch._foreach_add_`): optimizers on devx (and CUDA) use it by default for their
+# whole update, so leaving it out would hide the optimizer step.
 NOISE = frozenset({
     "__repr__", "__str__", "__format__", "__hash__", "__len__", "__reduce_ex__", "__deepcopy__",
     "__getstate__", "__setstate__", "__dir__", "__array__",
@@ -29,8 +33,13 @@ _DEVX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _names: dict[Any, Optional[str]] = {}
 
 
+_FOREACH = "_foreach_"
+
+
 def _compute_name(func: Callable) -> Optional[str]:
     short = getattr(func, "__name__", "") or ""
+    if short.startswith(_FOREACH) and getattr(func, "__module__", None) == "torch":
+        return "torch." + short
     if short in NOISE or (short.startswith("_") and not short.startswith("__")):
         return None
     try:
@@ -55,7 +64,7 @@ def _compute_name(func: Callable) -> Optional[str]:
 
 def api_name(func: Callable) -> Optional[str]:
     """The public name of a function seen by a TorchFunctionMode ("torch.add", "Tensor.sum",
-    "torch.nn.functional.relu"), or None for noise (see NOISE). Cached per function."""
+    "torch.nn.functional.relu", "torch._foreach_mul_"), or None for noise (see NOISE). Cached per function."""
     if getattr(func, "__name__", None) in ("__get__", "__set__", "__delete__"):
         return None  # property access; a fresh method-wrapper each time, so not worth caching
     try:
@@ -67,16 +76,73 @@ def api_name(func: Callable) -> Optional[str]:
         return _compute_name(func)
 
 
+def op_name(func: Any) -> str:
+    """The name of an aten op seen by a TorchDispatchMode: "mul.Tensor", "relu" (the default overload
+    is left out, as in the backend's diagnostics)."""
+    base = func._schema.name.split("::")[-1]
+    return base if func._overloadname == "default" else f"{base}.{func._overloadname}"
+
+
+def _is_tool_frame(frame: FrameType) -> bool:
+    """A frame of torch, torch_devx, Python's frozen modules, or a call_as_caller stand-in."""
+    code = frame.f_code
+    filename = os.path.abspath(code.co_filename)
+    return filename.startswith(_TORCH_DIR) or filename.startswith(_DEVX_DIR) or \
+        code.co_filename.startswith("<frozen") or code.co_name == _STAND_IN_NAME
+
+
 def user_frame(start: Optional[FrameType] = None) -> Optional[FrameType]:
     """The innermost frame whose file is outside torch and torch_devx: the line that called the API."""
     frame = start if start is not None else sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not (filename.startswith(_TORCH_DIR) or filename.startswith(_DEVX_DIR)
-                or frame.f_code.co_filename.startswith("<frozen")):
+        if not _is_tool_frame(frame):
             return frame
         frame = frame.f_back
     return None
+
+
+_OVERRIDES_FILE = os.path.abspath(torch.overrides.__file__)
+_STAND_IN_NAME = "<torch_devx.tools call>"
+
+
+def api_caller(mode_frame: FrameType, func: Callable) -> Optional[FrameType]:
+    """The frame that called `func`, seen from the __torch_function__ frame of a mode: past torch's
+    handle_torch_function and, for an API written in Python (F.softmax), past the API's own frame."""
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    frame = mode_frame.f_back
+    while frame is not None and (os.path.abspath(frame.f_code.co_filename) == _OVERRIDES_FILE or frame.f_code is code):
+        frame = frame.f_back
+    return frame
+
+
+def _stand_in(func: Callable, args: tuple, kwargs: dict) -> Any:
+    return func(*args, **kwargs)
+
+
+_STAND_IN_LINE = max(line for _, _, line in _stand_in.__code__.co_lines() if line is not None) \
+    - _stand_in.__code__.co_firstlineno
+_stand_ins: dict[tuple[CodeType, int], Callable] = {}
+
+
+def call_as_caller(caller: Optional[FrameType], func: Callable, args: tuple, kwargs: dict) -> Any:
+    """func(*args, **kwargs), called from a stand-in frame that has `caller`'s file, line and globals.
+
+    A warning names the frame that made the call it comes from (warnings.warn(stacklevel=2), and every
+    C++ TORCH_WARN, which names the innermost Python frame). A tool's __torch_function__ calls the API
+    itself, so without this the user's warnings would name the tool's line. The stand-in (a copy of
+    _stand_in's code with the caller's position, named "<torch_devx.tools call>" in tracebacks) makes
+    them name the line they name without the tool, and the caller's module for warning filters; frame
+    walks of the tools skip it."""
+    if caller is None or caller.f_lineno <= _STAND_IN_LINE:
+        return func(*args, **kwargs)
+    key = (caller.f_code, caller.f_lineno)
+    stand_in = _stand_ins.get(key)
+    if stand_in is None:
+        code = _stand_in.__code__.replace(co_filename=caller.f_code.co_filename, co_name=_STAND_IN_NAME,
+                                          co_qualname=_STAND_IN_NAME,
+                                          co_firstlineno=caller.f_lineno - _STAND_IN_LINE)
+        stand_in = _stand_ins[key] = FunctionType(code, caller.f_globals)
+    return stand_in(func, args, kwargs)
 
 
 def user_stack(start: Optional[FrameType] = None, limit: int = 16) -> list[str]:
@@ -86,9 +152,7 @@ def user_stack(start: Optional[FrameType] = None, limit: int = 16) -> list[str]:
     frame = user_frame(start if start is not None else sys._getframe(1))
     while frame is not None and len(frames) < limit:
         code = frame.f_code
-        filename = os.path.abspath(code.co_filename)
-        if not (filename.startswith(_TORCH_DIR) or filename.startswith(_DEVX_DIR)
-                or code.co_filename.startswith("<frozen")):
+        if not _is_tool_frame(frame):
             source = linecache.getline(code.co_filename, frame.f_lineno).strip()
             frames.append(f"{code.co_filename}:{frame.f_lineno} in {code.co_name}: {source}")
         frame = frame.f_back

@@ -7,9 +7,11 @@ Folder layout (one sub-folder per dumped step):
     OUT/step0/data/       NAME.input.0.pt, NAME.output.0.pt ...   (modes "sample" and "full")
 
 A record's name is "API.N.DIRECTION": "torch.tanh.0.forward", "Tensor.add.3.forward",
-"Module.fc.Linear.0.forward", "Module.fc.Linear.0.backward", "Aten.mm.default.2.backward"; N counts
-the calls of that API in the step. A record holds "api", "kind" (api, module, aten), "direction",
-"module" (the innermost running module, for APIs), "node" (the autograd node, for backward aten ops),
+"Module.fc.Linear.0.forward", "Module.fc.Linear.0.backward", "Aten.mm.default.2.backward",
+"Optimizer.SGD.0.step"; N counts the calls of that API in the step. A record holds "api", "kind" (api,
+module, aten, optimizer), "direction" (forward, backward, step), "module" (the innermost running
+module, for APIs), "optimizer" (the optimizer step record an API call is part of), "node" (the
+autograd node, for backward aten ops),
 "inputs" and "outputs": lists of argument summaries (see _summary.py) labelled "args[0]", "weight",
 "output", "output[1]", "grad_output[0]".
 """

@@ -1,10 +1,11 @@
 """Comparing one tensor of run A (the device) with the same tensor of run B (the reference).
 
-On data (full or sampled dumps): cosine similarity, max absolute error, max relative error and the
-shares of elements within 0.1% and 1%. The relative error of an element is |a - b| / max(|b|, floor),
-floor = eps(dtype) * max|b|, so that elements near zero in a tensor of large values do not dominate.
-On statistics only: the relative differences of max, min, mean and norm, each divided by
-max(|statistic of B|, rms of B) (the mean of a tensor centred on zero is not a scale).
+On data (full or sampled dumps): cosine similarity, max absolute error, max relative error, the
+shares of elements within 0.1% and 1%, and the relative error of the whole tensor ||A - B|| / ||B||.
+The relative error of an element is |a - b| / max(|b|, floor), floor = eps(dtype) * max|b|, so that
+elements near zero in a tensor of large values do not dominate. On statistics only: the relative
+differences of max, min, mean and norm, each divided by max(|statistic of B|, rms of B) (the mean of
+a tensor centred on zero is not a scale).
 
 Verdicts, first rule that fires wins (the rule is reported):
   error    dtype or shape differ; nan or inf counts differ; integer/bool values differ;
@@ -49,13 +50,18 @@ class Metrics:
     max_rel: Optional[float] = None
     within_01: Optional[float] = None           # share of elements within 0.1%
     within_1: Optional[float] = None            # share of elements within 1%
+    norm_rel: Optional[float] = None            # ||A - B|| / ||B||
     stats_rel: dict[str, float] = field(default_factory=dict)
 
     @property
     def error(self) -> float:
-        """One number for ranking: 1 - cosine on data, the largest statistic rel diff on statistics."""
-        if self.cosine is not None:
-            return 1.0 - self.cosine
+        """How far A is from B, for ranking within a verdict: ||A - B|| / ||B|| on data (unlike 1 - cosine
+        it sees a tensor that is 5% too large everywhere), the largest statistic rel diff on statistics,
+        inf when dtype, shape or nan/inf counts differ (nothing is comparable)."""
+        if self.norm_rel is not None:
+            return self.norm_rel
+        if self.basis == "none" and self.verdict == "error":
+            return math.inf
         return max(self.stats_rel.values(), default=0.0)
 
 
@@ -70,10 +76,11 @@ def _data_metrics(a: torch.Tensor, b: torch.Tensor, dtype: str, basis: str) -> M
     if not _is_float(dtype):
         differ = int((a64 != b64).sum())
         if differ:
+            n_diff, nb = float((a64 - b64).norm()), float(b64.norm())
             return Metrics(basis, "error", f"{differ} of {a64.numel()} integer values differ",
-                           max_abs=float((a64 - b64).abs().max()))
+                           max_abs=float((a64 - b64).abs().max()), norm_rel=n_diff / nb if nb else math.inf)
         return Metrics(basis, "pass", "integer values equal", max_abs=0.0, max_rel=0.0, within_01=1.0, within_1=1.0,
-                       cosine=1.0)
+                       cosine=1.0, norm_rel=0.0)
     finite = torch.isfinite(a64) & torch.isfinite(b64)
     a64, b64 = a64[finite], b64[finite]
     if a64.numel() == 0:
@@ -89,8 +96,11 @@ def _data_metrics(a: torch.Tensor, b: torch.Tensor, dtype: str, basis: str) -> M
         cosine = 0.0
     else:
         cosine = max(-1.0, min(1.0, float((a64 @ b64) / (na * nb))))
+    n_diff = float(diff.norm())
+    norm_rel = n_diff / nb if nb > 0.0 else (0.0 if n_diff == 0.0 else math.inf)
     m = Metrics(basis, "pass", "", cosine=cosine, max_abs=float(diff.max()), max_rel=float(rel.max()),
-                within_01=float((rel <= 1e-3).double().mean()), within_1=float((rel <= 1e-2).double().mean()))
+                within_01=float((rel <= 1e-3).double().mean()), within_1=float((rel <= 1e-2).double().mean()),
+                norm_rel=norm_rel)
     band, pass_share, pass_cosine, _ = THRESHOLDS.get(dtype, _DEFAULT)
     share = m.within_01 if band == "0.1%" else m.within_1
     prefix = "sampled " if basis == "sample" else ""

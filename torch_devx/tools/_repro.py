@@ -1,21 +1,23 @@
 """Repro folders of the divergence finder: inputs.pt plus a generated pytest file that replays the op.
 
-inputs.pt holds {"op": "aten::mul.Tensor", "leaves": [...], "spec": pytree spec (JSON) of (args, kwargs),
-"devices": {leaf index: "devx:0"}}: the op's arguments flattened, on the CPU, with dtypes, devices,
-layouts and memory formats written as {"kind": ..., "value": ...} (torch.save cannot pickle memory
-formats). `load_case` rebuilds (args, kwargs) for the CPU or, moving the leaves listed in "devices"
-back, for devx; the generated test uses it.
+inputs.pt holds {"op": "aten::mul.Tensor", "leaves": [...], "spec": pytree spec (JSON) of (args,
+kwargs), "devices": {leaf index: "devx:0"}}: the op's arguments flattened, on the CPU, with dtypes,
+devices, layouts and memory formats written as {"kind": ..., "value": ...} (torch.save cannot pickle
+memory formats). Its test file is named after the folder (repro_test_name). `load_case` rebuilds
+(args, kwargs) for the CPU or, moving the leaves listed in "devices" back, for devx; the generated
+test uses it.
 """
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten, treespec_dumps, treespec_loads
 
-__all__ = ["load_case", "save_repro"]
+__all__ = ["load_case", "repro_test_name", "save_repro"]
 
 _ENCODED = {torch.dtype: "dtype", torch.device: "device", torch.layout: "layout", torch.memory_format: "memory_format"}
 
@@ -59,7 +61,7 @@ r"""Repro of a divergence between devx and the CPU, written by torch_devx's dive
 op:     {qualified} ({direction}{node})
 module: {module}
 line:   {location}
-        {source}
+        {source}{forward}
 found:  {detail}
 
 Replays the op on the saved inputs (inputs.pt, as they were before the op ran) on devx and on the
@@ -98,10 +100,19 @@ def test_{test_name}_matches_cpu():
 '''
 
 
+def repro_test_name(folder: str) -> str:
+    """The repro test file of a repro folder: "test_repro_00_gelu.py" for folder ".../00_gelu". Each file
+    name is unique within a finder's output folder, so `pytest OUT` collects every repro (pytest imports
+    test files of folders without __init__.py by their base name: two "test_repro.py" would clash)."""
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", os.path.basename(os.path.normpath(folder)))
+    return f"test_repro_{stem}.py"
+
+
 def save_repro(folder: str, func: Any, inputs: tuple, devices: dict[int, str],
                tolerances: dict[torch.dtype, tuple[float, float]], divergence: Any) -> str:
-    """Write inputs.pt and test_repro.py for op `func` with CPU arguments `inputs` ((args, kwargs));
-    `devices` maps flattened leaf indices to the devx device they were on. Returns the folder."""
+    """Write inputs.pt and the test file (repro_test_name) for op `func` with CPU arguments `inputs`
+    ((args, kwargs)); `devices` maps flattened leaf indices to the devx device they were on. Returns
+    the test file's path."""
     os.makedirs(folder, exist_ok=True)
     leaves, spec = tree_flatten(inputs)
     qualified = f"{func._schema.name}" + (f".{func._overloadname}" if func._overloadname != "default" else "")
@@ -112,7 +123,7 @@ def save_repro(folder: str, func: Any, inputs: tuple, devices: dict[int, str],
     float_tolerances = {str(dt).replace("torch.", ""): tol for dt, tol in tolerances.items()}
     for dt in (torch.float64, torch.complex128):
         float_tolerances.setdefault(str(dt).replace("torch.", ""), (1e-7, 1e-7))
-    test_path = os.path.join(folder, "test_repro.py")
+    test_path = os.path.join(folder, repro_test_name(folder))
     def clean(text: str) -> str:  # safe inside the generated docstring
         return text.replace('""' + '"', "''" + "'")
 
@@ -121,8 +132,10 @@ def save_repro(folder: str, func: Any, inputs: tuple, devices: dict[int, str],
         node=f", autograd node {divergence.node}" if divergence.node else "",
         module=clean(divergence.module or "-"), location=clean(divergence.location or "-"),
         source=clean(divergence.source), detail=clean(divergence.detail), test_path=test_path,
+        forward=clean(f"\nbackward of the call at {divergence.forward_location}\n        {divergence.forward_source}")
+        if divergence.forward_location else "",
         tolerances=repr(float_tolerances), written=repr(written),
         test_name="".join(c if c.isalnum() else "_" for c in qualified.split("::")[-1]))
     with open(test_path, "w") as f:
         f.write(textwrap.dedent(text))
-    return folder
+    return test_path

@@ -7,16 +7,22 @@
 
 Pairing: records are matched by the sequence of their API names and directions (difflib), so an
 extra or missing call on one side (a `.cuda()` only the device script makes) leaves the rest paired;
-unpaired records are listed as "only in A/B". Each tensor of a pair is compared (see _metrics.py for
-the metrics and the verdict rules); a record's verdict is the worst of its outputs' (of its inputs'
-when it has no outputs: module backward records hold gradients as inputs).
+unpaired records are listed as "only in A/B". An optimizer step is one record on both sides (see
+dump.py), so a run whose optimizer uses foreach ops (devx's default) and one that loops over the
+parameters (the CPU's) pair on that record; the API calls inside the two steps are listed as "only
+in A/B" with a rule naming the step, and do not shift the pairing of the rest. Each tensor of a pair
+is compared (see _metrics.py for the metrics and the verdict rules); a record's verdict is the worst
+of its outputs' (of its inputs' when it has no outputs: module backward records hold gradients as
+inputs).
 
 First divergence: the first pair in call order whose inputs all pass and whose output verdict is not
 pass: the API that turned agreeing inputs into disagreeing outputs. Leaf records (APIs, aten ops) are
-searched before modules, since a module diverges whenever anything inside it does.
+searched before modules and optimizer steps, since those diverge whenever anything inside them does.
 
-Ranking: module records sorted by their error (1 - cosine, or the largest statistic rel diff when
-only statistics were dumped), largest first: which layer drifts most.
+Ranking: module records sorted by verdict (errors, then warnings, then passes) and within a verdict
+by their error, largest first: ||A - B|| / ||B|| of the worst output (a layer whose output is 5% too
+large everywhere has cosine 1 but error 0.05), or the largest statistic rel diff when only statistics
+were dumped. The same order is used in ranking.csv and compare.html.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ._dump_reader import Dump, load_dump
+from ._dump_reader import Dump, dump_steps, load_dump
 from ._metrics import SEVERITY, Metrics, compare_entries
 
 __all__ = ["ApiComparison", "CompareResult", "TensorComparison", "compare", "parse"]
@@ -93,7 +99,8 @@ class CompareResult:
             lines.append(f"first divergence: {fd.name} ({fd.verdict}: {fd.rule})")
             lines += [f"    {frame}" for frame in fd.stack]
         if self.ranking:
-            lines.append("layers by error: " + ", ".join(f"{r.name} {r.error:.3g}" for r in self.ranking[:5]))
+            lines.append("layers by error: "
+                         + ", ".join(f"{r.name} {r.verdict} {r.error:.3g}" for r in self.ranking[:5]))
         return "\n".join(lines)
 
 
@@ -131,6 +138,10 @@ def _compare_pair(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str]
                            stack=a.stack(name_a) if name_a else b.stack(name_b or ""))
     if not result.paired:
         result.verdict, result.rule = "error", "only in " + ("A" if name_a else "B")
+        step = (rec_a or rec_b).get("optimizer")
+        if step:
+            result.rule += (f", inside {step}: the two runs update the parameters differently (foreach ops vs "
+                            "a per-parameter loop); that step's record compares the update as a whole")
         return result
     for io in ("input", "output"):
         entries_a = {e["name"]: e for e in rec_a.get(io + "s", [])}
@@ -156,27 +167,61 @@ def _compare_pair(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str]
     return result
 
 
+# Records that hold other records (a module's forward, an optimizer step): they diverge whenever
+# anything inside them does, so they are named only when no leaf inside explains it.
+_CONTAINERS = ("module", "optimizer")
+
+
 def _first_divergence(apis: list[ApiComparison]) -> Optional[ApiComparison]:
     def diverges(api: ApiComparison) -> bool:
         has_outputs = any(t.io == "output" for t in api.tensors)
         return api.paired and has_outputs and api.input_verdict == "pass" and api.verdict != "pass"
-    leaves = [api for api in apis if api.kind != "module"]
+    leaves = [api for api in apis if api.kind not in _CONTAINERS]
     return next((api for api in leaves if diverges(api)), None) or \
-        next((api for api in apis if api.kind == "module" and diverges(api)), None)
+        next((api for api in apis if api.kind in _CONTAINERS and diverges(api)), None)
+
+
+def _is_step_folder(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "dump.json"))
+
+
+def _load_pair(dump_a: str, dump_b: str, step: Optional[int]) -> tuple[Dump, Dump]:
+    """The two dumps to compare. Without `step`, root folders are read at the first step both hold (a
+    step folder counts as its own step): step 1 of one run against step 0 of the other would differ
+    everywhere, so dumps that share no step are an error."""
+    if step is not None:
+        return load_dump(dump_a, step), load_dump(dump_b, step)
+    paths = (dump_a, dump_b)
+    steps: list[list[int]] = []
+    for path in paths:
+        if _is_step_folder(path):
+            steps.append([load_dump(path).meta.get("step")])
+        else:
+            steps.append(dump_steps(path))
+            if not steps[-1]:
+                load_dump(path)  # raises: not a dump folder
+    shared = sorted(set(steps[0]) & set(steps[1]) - {None})
+    if not shared:
+        if all(_is_step_folder(p) for p in paths):
+            return load_dump(dump_a), load_dump(dump_b)  # two step folders: compared as given
+        raise ValueError(f"dumps {dump_a!r} (steps {steps[0]}) and {dump_b!r} (steps {steps[1]}) share no step; "
+                         "choose one with step= (--step N), or pass two step folders")
+    a, b = (load_dump(p, None if _is_step_folder(p) else shared[0]) for p in paths)
+    return a, b
 
 
 def compare(dump_a: str, dump_b: str, out_dir: Optional[str] = None, step: Optional[int] = None) -> CompareResult:
     """Compare run A's dump with run B's (folders from Dumper/Tracer: a root or one step folder; `step`
-    picks a step of root folders, default the first). With `out_dir`, write compare.csv, compare.html
-    and ranking.csv there."""
-    a, b = load_dump(dump_a, step), load_dump(dump_b, step)
+    picks a step of root folders, default the first step both dumps hold). With `out_dir`, write
+    compare.csv, compare.html and ranking.csv there."""
+    a, b = _load_pair(dump_a, dump_b, step)
     apis = [_compare_pair(a, b, na, nb) for na, nb in _pairs(a, b)]
     bases = {t.metrics.basis for api in apis for t in api.tensors if t.metrics.basis != "none"}
     basis = bases.pop() if len(bases) == 1 else ("mixed" if bases else "none")
     if basis == "none" and "stack" in (a.meta.get("mode"), b.meta.get("mode")):
         basis = "names only (a stack dump)"
     ranking = sorted((api for api in apis if api.kind == "module" and api.paired and api.tensors),
-                     key=lambda api: (-api.error, api.name))
+                     key=lambda api: (-SEVERITY[api.verdict], -api.error, api.name))
     result = CompareResult(a.folder, b.folder, apis, _first_divergence(apis), ranking, basis)
     if out_dir is not None:
         from ._report import write_reports

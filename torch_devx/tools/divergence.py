@@ -17,10 +17,13 @@ count. Random and uninitialised-output ops (tag nondeterministic_seeded, empty*,
 not compared; ops the CPU cannot run are counted in `unchecked`.
 
 A divergence names the op, forward or backward (with the autograd node), the module running it
-(forward pre/post hooks: "blocks.0.attn (Attention)"), the Python line outside torch that led to it,
+(forward pre/post hooks: "blocks.0.attn (Attention)"; for a backward op, the module and the Python
+line of the forward call it differentiates, found from the autograd node, see _origins.py), the
+Python line outside torch that led to it (for a backward op: where the script waits in backward()),
 the largest difference, and a repro folder: inputs.pt (the op's arguments, as they were before the
-op ran) and test_repro.py, a pytest file that replays the op on devx and on the CPU and asserts they
-agree. stop=True (default) raises DivergenceError at the first; stop=False keeps going and collects
+op ran) and test_repro_NN_OP.py, a pytest file that replays the op on devx and on the CPU and asserts
+they agree (`python -m pytest OUT` runs every repro of a run). stop=True (default) raises
+DivergenceError at the first; stop=False keeps going and collects
 each op's first divergence (`divergences`, a repro for each up to max_repros).
 
 Cost while active: every devx op runs twice plus copies to the CPU; nothing is installed before start().
@@ -33,18 +36,20 @@ import os
 import re
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ._common import run_as_main, user_frame
+from ._common import op_name, run_as_main, user_frame
 from ._modules import ModuleTracker
+from ._origins import ForwardOrigins
 from ._repro import save_repro
 
-__all__ = ["DEFAULT_TOLERANCES", "Divergence", "DivergenceError", "DivergenceFinder", "op_name", "run_script"]
+__all__ = ["DEFAULT_TOLERANCES", "OTHER_TOLERANCE", "Divergence", "DivergenceError", "DivergenceFinder", "op_name",
+           "run_script"]
 
 logger = logging.getLogger("torch_devx.tools.divergence")
 
@@ -53,7 +58,7 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5),
     torch.float32: (1.3e-6, 1e-5), torch.complex64: (1.3e-6, 1e-5),
 }
-_OTHER_TOLERANCE = (1e-7, 1e-7)
+OTHER_TOLERANCE = (1e-7, 1e-7)  # the dtypes not in the table: float64, complex128
 _UNCOMPARABLE = re.compile(r"^(empty|new_empty|resize_|set_|_resize_output_|record_stream)")
 
 
@@ -62,24 +67,30 @@ class Divergence:
     op: str                        # "mul.Tensor"
     direction: str                 # "forward" or "backward"
     node: str                      # the autograd node running a backward op, else ""
-    module: str                    # "fc1 (Linear)", or "" outside modules
+    module: str                    # "fc1 (Linear)"; for a backward op the module of its forward call
     location: str                  # "file:line" of the Python line outside torch
     source: str
     detail: str                    # how the results differ
     index: int                     # how many devx ops were compared before this one
     repro_dir: str = ""
+    repro_test: str = ""           # the repro's pytest file, in repro_dir
     occurrences: int = 1
+    forward_location: str = ""     # a backward op: "file:line" of the forward call it differentiates
+    forward_source: str = ""
 
     def describe(self) -> str:
         where = f"in module {self.module}" if self.module else \
             ("in the backward pass" if self.direction == "backward" else "outside any module")
+        if self.forward_location:
+            where += f", backward of the call at {self.forward_location}" + \
+                (f": {self.forward_source}" if self.forward_source else "")
         lines = [f"first divergence: aten::{self.op} ({self.direction}"
                  + (f", autograd node {self.node}" if self.node else "") + f"), {where}",
-                 f"  at {self.location or '<unknown line>'}" + (f": {self.source}" if self.source else ""),
+                 ("  in the backward pass started at " if self.direction == "backward" else "  at ")
+                 + (self.location or "<unknown line>") + (f": {self.source}" if self.source else ""),
                  f"  {self.detail}", f"  after {self.index} ops that matched the CPU"]
-        if self.repro_dir:
-            lines.append(f"  repro: {os.path.join(self.repro_dir, 'test_repro.py')} "
-                         f"(python -m pytest {os.path.join(self.repro_dir, 'test_repro.py')})")
+        if self.repro_test:
+            lines.append(f"  repro: {self.repro_test} (python -m pytest {self.repro_test})")
         return "\n".join(lines)
 
 
@@ -100,12 +111,6 @@ def _to_cpu(x: Any) -> Any:
     if isinstance(x, torch.device) and x.type == "devx":
         return torch.device("cpu")
     return x
-
-
-def op_name(func: Any) -> str:
-    """"mul.Tensor", "relu" (the default overload is left out, as in the backend's diagnostics)."""
-    base = func._schema.name.split("::")[-1]
-    return base if func._overloadname == "default" else f"{base}.{func._overloadname}"
 
 
 def _written(func: Any, args: tuple, kwargs: dict) -> list[Any]:
@@ -129,6 +134,7 @@ class DivergenceFinder(TorchDispatchMode):
         self.checked = 0
         self.unchecked: dict[str, int] = {}
         self._tracker = ModuleTracker()
+        self._origins = ForwardOrigins()
         self._active = False
         self._thread: Optional[int] = None
 
@@ -141,6 +147,7 @@ class DivergenceFinder(TorchDispatchMode):
             raise RuntimeError("DivergenceFinder is already started")
         self._thread = threading.get_ident()
         self._tracker.start()
+        self._origins.start()
         super().__enter__()
         self._active = True
         return self
@@ -149,6 +156,7 @@ class DivergenceFinder(TorchDispatchMode):
         if self._active:
             super().__exit__(None, None, None)
             self._tracker.stop()
+            self._origins.clear()
             self._active = False
         return self
 
@@ -170,6 +178,8 @@ class DivergenceFinder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if threading.get_ident() == self._thread and torch._C._current_autograd_node() is None:
+            self._origins.note(self._tracker.path)
         name = op_name(func)
         leaves, _ = tree_flatten((args, kwargs))
         if not self._wanted(func, name, leaves):
@@ -208,7 +218,7 @@ class DivergenceFinder(TorchDispatchMode):
             if g.shape != w.shape or g.dtype != w.dtype:
                 return f"result {i}: {g.dtype} {tuple(g.shape)} on devx, {w.dtype} {tuple(w.shape)} on the CPU"
             if w.is_floating_point() or w.is_complex():
-                rtol, atol = self.tolerances.get(w.dtype, _OTHER_TOLERANCE)
+                rtol, atol = self.tolerances.get(w.dtype, OTHER_TOLERANCE)
                 close = torch.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
                 if not bool(close.all()):
                     diff = (g - w).abs().nan_to_num(nan=float("inf")).max().item()
@@ -232,13 +242,18 @@ class DivergenceFinder(TorchDispatchMode):
         if frame is not None:
             location = f"{frame.f_code.co_filename}:{frame.f_lineno}"
             source = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        origin = self._origins.lookup(node)
         d = Divergence(name, "backward" if node is not None else "forward",
                        node.name().rsplit("::", 1)[-1] if node is not None else "",
-                       self._tracker.path if node is None else "", location, source, detail, self.checked)
+                       self._tracker.path if node is None else (origin.module if origin else ""),
+                       location, source, detail, self.checked)
+        if origin is not None:
+            d.forward_location, d.forward_source = origin.location, origin.source
         if len(self.divergences) < self.max_repros:
             folder = os.path.join(self.out_dir, f"{len(self.divergences):02d}_{re.sub(r'[^A-Za-z0-9_.]', '_', name)}")
             devices = {i: str(x.device if isinstance(x, torch.Tensor) else x) for i, x in enumerate(leaves) if _is_devx(x)}
-            d.repro_dir = save_repro(folder, func, inputs, devices, self.tolerances, d)
+            d.repro_dir = folder
+            d.repro_test = save_repro(folder, func, inputs, devices, self.tolerances, d)
         self.divergences[name] = d
         logger.warning("%s", d.describe())
         if self.stop_at_first:

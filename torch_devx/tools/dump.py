@@ -15,7 +15,18 @@ every aten op (a TorchDispatchMode). With backward=True (default) the backward p
 the aten ops the autograd engine runs ("Aten.mm.default.0.backward", with the autograd node's name)
 for the api, mix and aten levels, and for the module and mix levels the gradient reaching each
 module's outputs ("Module.fc.Linear.0.backward", inputs "grad_output[i]"; tensor hooks on the
-outputs, which, unlike full backward hooks, tolerate in-place ops on a module's output).
+outputs, which, unlike full backward hooks, tolerate in-place ops on a module's output, also when
+the output is a view of a whole tensor, as a Linear's on a 3-D input).
+
+Optimizer steps: at every level, each `optimizer.step()` is one record "Optimizer.SGD.0.step" whose
+inputs are the parameters it updates and their gradients ("param_groups[0].params[3]", "....grad")
+and whose outputs are the parameters after the step. Optimizers on devx use the foreach kernels by
+default (torch._foreach_add_, recorded as APIs, with what they wrote as outputs) while on the CPU they
+loop over the parameters (Tensor.add_ per parameter): the API records inside the two steps cannot
+pair, and the step record is what compares the update between such runs. API records made inside a
+step carry "optimizer": the step's record name. With optimizer_steps=True each optimizer step (the
+outermost, when one calls another) also ends a dump step, for scripts that cannot call step(), as
+under `python -m torch_devx dump`.
 
 Modes: "stats" (dtype, shape, max, min, mean, norm, nan and inf counts per tensor: a few hundred
 bytes per tensor), "sample" (plus the first `head`, last `tail` and every `every`-th element, saved as
@@ -31,19 +42,22 @@ from __future__ import annotations
 import os
 import random
 import sys
-from typing import Any, Iterable, Optional, Sequence
+import threading
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import torch
 import torch.nn as nn
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ._common import ModeTool, api_name, user_stack
+from ._common import ModeTool, api_caller, api_name, call_as_caller, user_stack
 from ._dump_writer import DumpWriter, busy, quiet
 from ._modules import ModuleTracker
 from ._summary import Sampling
 
-__all__ = ["Dumper", "LEVELS", "seed_all", "module_api", "input_pairs", "module_input_pairs", "output_pairs", "record_call", "watch_gradients"]
+__all__ = ["Dumper", "LEVELS", "seed_all", "module_api", "input_pairs", "module_input_pairs", "optimizer_param_pairs",
+           "output_pairs", "record_call", "watch_gradients"]
 
 LEVELS = ("api", "module", "mix", "aten")
 _CONTAINERS: tuple[type, ...] = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
@@ -84,22 +98,27 @@ def output_pairs(out: Any, label: str = "output") -> list[tuple[str, Any]]:
 
 
 def record_call(writer: DumpWriter, func: Any, args: tuple, kwargs: dict, module_path: str,
-                patterns: Optional[Sequence[Any]] = None) -> Any:
+                patterns: Optional[Sequence[Any]] = None, optimizer: Optional[str] = None) -> Any:
     """Call an API seen by a TorchFunctionMode, recording it when the writer (and `patterns`, compiled
-    regexes on the API name, when given) want it."""
+    regexes on the API name, when given) want it. `optimizer` names the optimizer step record the call
+    is part of."""
+    caller = api_caller(sys._getframe(1), func)
     api = api_name(func)
     if api is None or not writer.wants(api) or (patterns is not None and not any(p.search(api) for p in patterns)):
-        return func(*args, **kwargs)
-    name = writer.begin(api, "forward", "api", input_pairs(args, kwargs), user_stack(sys._getframe(2)),
-                        module=module_path)
+        return call_as_caller(caller, func, args, kwargs)
+    name = writer.begin(api, "forward", "api", input_pairs(args, kwargs), user_stack(caller),
+                        module=module_path, optimizer=optimizer)
     if name is None:
-        return func(*args, **kwargs)
+        return call_as_caller(caller, func, args, kwargs)
     try:
-        out = func(*args, **kwargs)
+        out = call_as_caller(caller, func, args, kwargs)
     except Exception as e:
         writer.fail(name, e)
         raise
-    writer.end(name, output_pairs(out))
+    # In-place foreach ops (torch._foreach_add_) return nothing: their result is what they wrote, as an
+    # in-place method's result is the tensor it returns.
+    written = args[0] if out is None and api.endswith("_") and args else out
+    writer.end(name, output_pairs(written))
     return out
 
 
@@ -131,15 +150,23 @@ class _AtenRecorder(TorchDispatchMode):
         return out
 
 
+def optimizer_param_pairs(optimizer: torch.optim.Optimizer) -> list[tuple[str, torch.Tensor]]:
+    """The parameters an optimizer step updates (those with a gradient), labelled "param_groups[0].params[3]"."""
+    return [(f"param_groups[{g}].params[{i}]", p) for g, group in enumerate(optimizer.param_groups)
+            for i, p in enumerate(group["params"]) if p.grad is not None]
+
+
 class Dumper(ModeTool):
     def __init__(self, out_dir: str, mode: str = "stats", level: str = "api", backward: bool = True,
                  apis: Optional[Sequence[str]] = None, range: Optional[tuple[str, str]] = None,
-                 steps: Optional[Iterable[int]] = None, sampling: Sampling = Sampling()) -> None:
+                 steps: Optional[Iterable[int]] = None, sampling: Sampling = Sampling(),
+                 optimizer_steps: bool = False) -> None:
         super().__init__()
         if level not in LEVELS:
             raise ValueError(f"dump level {level!r} is not one of {', '.join(LEVELS)}")
         self.level = level
         self.backward = backward
+        self.optimizer_steps = optimizer_steps
         self.writer = DumpWriter(out_dir, mode, apis, range, steps, sampling,
                                  meta={"level": level, "backward": backward})
         self._record_apis = level in ("api", "mix")
@@ -147,14 +174,22 @@ class Dumper(ModeTool):
         self._tracker = ModuleTracker(self._enter_module, self._exit_module)
         self._module_records: list[Optional[str]] = []
         self._aten: Optional[_AtenRecorder] = None
+        # Open optimizer step records (name, the parameters recorded as its inputs), innermost last.
+        self._optimizer_records: list[tuple[Optional[str], list[tuple[str, torch.Tensor]]]] = []
+        self._optimizer_hooks: list[Any] = []
+        self._thread: Optional[int] = None
 
     @property
     def out_dir(self) -> str:
         return self.writer.out_dir
 
     def _on_start(self) -> None:
+        self._thread = threading.get_ident()
         self._tracker.start()
         self._module_records.clear()
+        self._optimizer_records.clear()
+        self._optimizer_hooks = [register_optimizer_step_pre_hook(self._optimizer_pre),
+                                 register_optimizer_step_post_hook(self._optimizer_post)]
         if self.level == "aten" or (self.backward and self._record_apis):
             self._aten = _AtenRecorder(self.writer, forward=self.level == "aten", backward=self.backward)
             self._aten.__enter__()
@@ -163,6 +198,9 @@ class Dumper(ModeTool):
         if self._aten is not None:
             self._aten.__exit__(None, None, None)
             self._aten = None
+        for handle in self._optimizer_hooks:
+            handle.remove()
+        self._optimizer_hooks = []
         self._tracker.stop()
         self.writer.flush()
 
@@ -174,9 +212,31 @@ class Dumper(ModeTool):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        if not self._record_apis or busy():
+        if busy():
             return func(*args, **kwargs)
-        return record_call(self.writer, func, args, kwargs, self._tracker.path)
+        if not self._record_apis:
+            return call_as_caller(api_caller(sys._getframe(0), func), func, args, kwargs)
+        optimizer = self._optimizer_records[-1][0] if self._optimizer_records else None
+        return record_call(self.writer, func, args, kwargs, self._tracker.path, optimizer=optimizer)
+
+    # -- optimizer steps --------------------------------------------------------------------------
+    def _optimizer_pre(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if threading.get_ident() != self._thread or busy():
+            return
+        params = optimizer_param_pairs(optimizer)
+        inputs = [pair for label, p in params for pair in ((label, p), (f"{label}.grad", p.grad))]
+        name = self.writer.begin(f"Optimizer.{type(optimizer).__name__}", "step", "optimizer", inputs,
+                                 user_stack(sys._getframe(1)))
+        self._optimizer_records.append((name, params))
+
+    def _optimizer_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if threading.get_ident() != self._thread or not self._optimizer_records:
+            return
+        name, params = self._optimizer_records.pop()
+        if name is not None:
+            self.writer.end(name, params)
+        if self.optimizer_steps and not self._optimizer_records:
+            self.step()
 
     # -- modules ----------------------------------------------------------------------------------
     def _enter_module(self, module: nn.Module, path: str, args: Any, _: Any) -> None:
@@ -217,4 +277,36 @@ def watch_gradients(writer: DumpWriter, api: str, index: int, output: Any, step:
 
     with quiet():
         for i, t in enumerate(tensors):
-            t.register_hook(make_hook(i))
+            hook, base = make_hook(i), _whole_base(t)
+            t.register_hook(hook if base is None else _first_of_two(hook, base, t.shape))
+
+
+def _whole_base(t: torch.Tensor) -> Optional[torch.Tensor]:
+    """The base of `t` when `t` is a view of all of it, laid out the same way (a Linear on a 3-D input
+    returns such a view of a 2-D matmul), else None."""
+    base = t._base if t._is_view() else None
+    if base is not None and base.requires_grad and base.numel() == t.numel() and t.is_contiguous() \
+            and base.is_contiguous() and t.storage_offset() == base.storage_offset():
+        return base
+    return None
+
+
+def _first_of_two(hook: Callable[[torch.Tensor], None], base: torch.Tensor, shape: torch.Size) -> Callable:
+    """A hook for a view of all of `base` that gets the view's gradient even after an in-place op on
+    the view. A tensor hook stays with the autograd node the tensor had when it was registered, and an
+    in-place op on a view (ReLU(inplace=True) after that Linear) takes the view's old node out of the
+    graph: its hook would never run. The base's node stays, and runs after the view's, with the
+    base's gradient, which is the view's reshaped. So `hook` is called from the view's hook and,
+    when that did not run, from one on the base."""
+    seen = [False]
+
+    def on_base(grad: torch.Tensor) -> None:
+        if not seen[0]:
+            hook(grad.reshape(shape))
+
+    def on_view(grad: torch.Tensor) -> None:
+        seen[0] = True
+        hook(grad)
+
+    base.register_hook(on_base)
+    return on_view

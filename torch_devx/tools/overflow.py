@@ -15,24 +15,34 @@ logged as warnings and tolerated; the max_hits-th raises NonFiniteError naming t
 (dtype, shape, min, max, mean, nan and inf counts) of its tensor inputs and non-finite outputs, and
 the Python line that called it: the innermost frame outside torch and torch_devx.
 
+The backward pass runs outside Python, so it is checked one level down: a TorchDispatchMode sees the
+aten ops the autograd engine runs (on its own threads too) and tests their outputs the same way; a
+hit names the op and its autograd node, and, as its line, the forward call whose gradient it computes
+with the module that made it (see _origins.py: the mode notes each forward op's module and line, so
+while started every aten op also passes through one Python call).
+
 Limits: input statistics are taken after the call, so for in-place ops (`x.div_(0)`, `out=`) they show
 the written values; inputs that already hold inf/nan are reported but are a hit again only when an
-API outputs them (`x + 0`). The backward pass is not checked (autograd runs outside Python), nor are
-property results (`t.grad`); calls inside Python-implemented torch functions (F.layer_norm's inner
-torch.layer_norm) are checked as the enclosing call.
+API outputs them (`x + 0`). Property results (`t.grad`) are not checked; calls inside
+Python-implemented torch functions (F.layer_norm's inner torch.layer_norm) are checked as the
+enclosing call.
 """
 from __future__ import annotations
 
 import linecache
 import logging
 import sys
+import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ._common import ModeTool, api_name, user_frame
+from ._common import ModeTool, api_caller, api_name, call_as_caller, op_name, user_frame
+from ._modules import ModuleTracker
+from ._origins import ForwardOrigins
 
 __all__ = ["Hit", "NonFiniteError", "OverflowCheck", "tensor_stats"]
 
@@ -51,15 +61,22 @@ class NonFiniteError(RuntimeError):
 
 @dataclass
 class Hit:
-    api: str
-    location: str              # "file:line", or "" when no frame outside torch was found
-    source: str                # that line's text
+    api: str                   # "torch.log"; a backward op: "aten::div.Tensor"
+    location: str              # "file:line" of the call (a backward op: of the forward call it differentiates)
+    source: str                # that line's text; both "" when no frame outside torch was found
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    node: str = ""             # a backward op: the autograd node running it ("SqrtBackward0")
+    module: str = ""           # a backward op: the module of its forward call, "" outside modules
 
     def describe(self) -> str:
-        lines = [f"{self.api} produced inf/nan, called at {self.location or '<unknown>'}"
-                 + (f": {self.source}" if self.source else "")]
+        if self.node:
+            head = (f"{self.api} (backward, autograd node {self.node}) produced inf/nan"
+                    + (f", in module {self.module}" if self.module else "")
+                    + f", backward of the call at {self.location or '<unknown>'}")
+        else:
+            head = f"{self.api} produced inf/nan, called at {self.location or '<unknown>'}"
+        lines = [head + (f": {self.source}" if self.source else "")]
         lines += [f"  input  {s}" for s in self.inputs] or ["  (no tensor inputs)"]
         lines += [f"  output {s}" for s in self.outputs]
         return "\n".join(lines)
@@ -95,6 +112,38 @@ def _is_checked(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) and t.numel() > 0
 
 
+def _non_finite(out: Any) -> tuple[list[tuple[int, torch.Tensor]], bool]:
+    """The (index, tensor) of the floating outputs holding inf/nan, and whether there are several outputs."""
+    leaves, _ = tree_flatten(out)
+    with torch.no_grad():
+        bad = [(i, t) for i, t in enumerate(leaves) if _is_checked(t) and not bool(torch.isfinite(t).all())]
+    return bad, len(leaves) > 1
+
+
+class _BackwardCheck(TorchDispatchMode):
+    """Checks the aten ops of the backward pass; notes where each forward op's autograd node came from."""
+
+    def __init__(self, check: "OverflowCheck") -> None:
+        super().__init__()
+        self.check = check
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        node = torch._C._current_autograd_node()
+        if node is None:
+            if threading.get_ident() == self.check._thread:
+                self.check._origins.note(self.check._tracker.path)
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        bad, multiple = _non_finite(out)
+        if bad:
+            origin = self.check._origins.lookup(node)
+            location, source = (origin.location, origin.source) if origin is not None else ("", "")
+            self.check._hit(f"aten::{op_name(func)}", location, source, args, kwargs, bad, multiple,
+                            node=node.name().rsplit("::", 1)[-1], module=origin.module if origin is not None else "")
+        return out
+
+
 class OverflowCheck(ModeTool):
     def __init__(self, max_hits: int = 1) -> None:
         super().__init__()
@@ -102,33 +151,48 @@ class OverflowCheck(ModeTool):
             raise ValueError("max_hits must be at least 1")
         self.max_hits = max_hits
         self.hits: list[Hit] = []
+        self._tracker = ModuleTracker()
+        self._origins = ForwardOrigins()
+        self._backward: Optional[_BackwardCheck] = None
+        self._thread: Optional[int] = None
+
+    def _on_start(self) -> None:
+        self._thread = threading.get_ident()
+        self._tracker.start()
+        self._origins.start()
+        self._backward = _BackwardCheck(self)
+        self._backward.__enter__()
+
+    def _on_stop(self) -> None:
+        if self._backward is not None:
+            self._backward.__exit__(None, None, None)
+            self._backward = None
+        self._tracker.stop()
+        self._origins.clear()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        out = func(*args, **kwargs)
+        caller = api_caller(sys._getframe(0), func)
+        out = call_as_caller(caller, func, args, kwargs)
         if not self._active:
             return out
         name = api_name(func)
         if name is None:
             return out
-        leaves, _ = tree_flatten(out)
-        bad = []
-        with torch.no_grad():
-            for i, t in enumerate(leaves):
-                if _is_checked(t) and not bool(torch.isfinite(t).all()):
-                    bad.append((i, t))
+        bad, multiple = _non_finite(out)
         if bad:
-            self._hit(name, args, kwargs, bad, multiple=len(leaves) > 1)
+            frame = user_frame(caller)
+            location = source = ""
+            if frame is not None:
+                filename, lineno = frame.f_code.co_filename, frame.f_lineno
+                location = f"{filename}:{lineno}"
+                source = linecache.getline(filename, lineno).strip()
+            self._hit(name, location, source, args, kwargs, bad, multiple)
         return out
 
-    def _hit(self, name: str, args: tuple, kwargs: dict, bad: list, multiple: bool) -> None:
-        frame = user_frame(sys._getframe(2))
-        location = source = ""
-        if frame is not None:
-            filename, lineno = frame.f_code.co_filename, frame.f_lineno
-            location = f"{filename}:{lineno}"
-            source = linecache.getline(filename, lineno).strip()
+    def _hit(self, name: str, location: str, source: str, args: tuple, kwargs: dict, bad: list, multiple: bool,
+             node: str = "", module: str = "") -> None:
         inputs = []
         flat_inputs = [(f"args[{i}]", a) for i, a in enumerate(args)] + [(k, v) for k, v in kwargs.items()]
         for label, value in flat_inputs:
@@ -142,7 +206,7 @@ class OverflowCheck(ModeTool):
                 suffix = f"[{j}]" if len(tensors) > 1 else ""
                 inputs.append(f"{label}{suffix}: {tensor_stats(t)}")
         outputs = [f"{f'[{i}]: ' if multiple else ''}{tensor_stats(t)}" for i, t in bad]
-        hit = Hit(name, location, source, inputs, outputs)
+        hit = Hit(name, location, source, inputs, outputs, node, module)
         self.hits.append(hit)
         n = len(self.hits)
         if n >= self.max_hits:
