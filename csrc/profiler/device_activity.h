@@ -23,11 +23,14 @@ struct Activity {
   std::string name;
   c10::DeviceIndex device;
   c10::StreamId stream;
-  uint64_t correlation;  // 0 when no profiled op was running
-  int64_t start_ns;      // Unix-epoch nanoseconds, the clock kineto and torch.profiler use
+  uint64_t correlation;     // of the op that launched it; 0 when no profiled op was running
+  uint32_t id;              // this launch's own id within the recording (> 0), for the launch->work link
+  int64_t start_ns;         // Unix-epoch nanoseconds, the clock kineto and torch.profiler use
   int64_t end_ns;
-  size_t bytes;          // copies and fills
-  int32_t thread;        // system thread id of the launching host thread
+  int64_t launch_start_ns;  // the host's launch call: from before the span's start event was
+  int64_t launch_end_ns;    // recorded until after, so it stays inside the launching op
+  size_t bytes;             // copies and fills
+  int32_t thread;           // system thread id of the launching host thread
 };
 
 extern std::atomic<bool> g_recording;
