@@ -1,5 +1,6 @@
 #include "profiler/device_activity.h"
 
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 namespace devx::profiler {
 
 std::atomic<bool> g_recording{false};
+std::atomic<bool> g_session_active{false};
 
 namespace {
 
@@ -162,6 +164,20 @@ DeviceSpan::~DeviceSpan() {
     } catch (...) {
     }
   }
+}
+
+void HiddenOps::hide() {
+  if (!at::isRecordFunctionEnabled()) return;  // an enclosing scope hid them already
+  at::enableRecordFunction(false);
+  hidden_ = true;
+}
+
+void HiddenOps::restore() {
+  at::enableRecordFunction(true);
+}
+
+void set_session_active(bool active) {
+  g_session_active.store(active, std::memory_order_relaxed);
 }
 
 void start_recording() {

@@ -59,14 +59,16 @@ class DevxProfilerSession final : public libkineto::IActivityProfilerSession {
   explicit DevxProfilerSession(std::set<ActivityType> types) : types_(std::move(types)) {}
 
   // A session without devx activities (a CPU-only profile) records no spans, so the op path's
-  // diagnostics gate stays closed.
+  // diagnostics gate stays closed, but still hides the simulator's own ops from the CPU rows.
   void start() override {
+    set_session_active(true);
     if (records_device_work()) start_recording();
     status_ = libkineto::TraceStatus::RECORDING;
   }
 
   void stop() override {
     if (records_device_work()) stop_recording();
+    set_session_active(false);
     status_ = libkineto::TraceStatus::PROCESSING;
   }
 
