@@ -93,8 +93,58 @@ def test_chrome_trace_has_device_rows_flows_and_kernels_inside_their_ops(devx, t
             assert op["ts"] <= kernel["ts"] and kernel["ts"] + kernel["dur"] <= op["ts"] + op["dur"] + 1
     flows = [e for e in events if e.get("cat") == "ac2g"]
     assert {f["id"] for f in flows} >= {mm["args"]["correlation"], sig["args"]["correlation"]}
-    names = [e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"]
-    assert any(n.startswith("devx") for n in names)
+    # Each device's process is named once, after the device.
+    names = [(e["pid"], e["args"]["name"]) for e in events if e.get("ph") == "M" and e.get("name") == "process_name"]
+    assert sorted(n for n in names if n[0] in (0, 1)) == [(0, "devx 0"), (1, "devx 1")]
+
+
+def test_launches_start_the_flows_that_device_activities_end(devx, tmp_path):
+    x = torch.randn(64, 64, device="devx")
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        torch.mm(x, x).relu().cpu()
+    events = trace_events(prof, tmp_path)
+    work = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
+    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") == "privateuse1_runtime"}
+    starts = {e["id"]: e for e in events if e.get("cat") == "ac2g" and e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e.get("cat") == "ac2g" and e["ph"] == "f"}
+    ops = {e["args"]["External id"]: e for e in events if e.get("cat") == "cpu_op"}
+    assert len(work) == 3 and set(starts) == set(ends) == set(launches) == {e["args"]["correlation"] for e in work}
+    for e in work:
+        launch = launches[e["args"]["correlation"]]
+        start, end = starts[e["args"]["correlation"]], ends[e["args"]["correlation"]]
+        # The arrow leaves the launch on the host thread and lands on the work's device row.
+        assert (start["pid"], start["tid"], start["ts"]) == (launch["pid"], launch["tid"], launch["ts"])
+        assert (end["pid"], end["tid"], end["ts"]) == (e["pid"], e["tid"], e["ts"])
+        assert launch["name"] == ("devxMemcpyAsync" if e["cat"] == "gpu_memcpy" else "devxLaunchKernel")
+        # The launch is a call made inside the op that launched the work (give or take the 1 us
+        # torch's op clock may differ from the host clock by).
+        op = ops[e["args"]["External id"]]
+        assert launch["args"]["External id"] == e["args"]["External id"]
+        assert (launch["pid"], launch["tid"]) == (op["pid"], op["tid"])
+        assert op["ts"] - 1 <= launch["ts"] and launch["ts"] + launch["dur"] <= op["ts"] + op["dur"] + 1
+    launch_rows = {e.name: e for e in prof.events() if e.name.startswith("devx")}
+    assert launch_rows["devxLaunchKernel"].cpu_parent.name in ("aten::mm", "aten::relu")
+    assert launch_rows["devxLaunchKernel"].device_time_total == 0
+
+
+def test_same_device_copies_are_device_activities(devx, tmp_path):
+    a = torch.randn(1 << 16, device="devx")
+    vendor = devx.vendor
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        a.clone()
+        a.to(torch.float16)
+        a[::2].contiguous()
+    events = trace_events(prof, tmp_path)
+    copies = [e for e in events if e.get("cat") == "gpu_memcpy"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    # A plain byte move is a memcpy, as cudaMemcpyAsync DtoD is; a cast or a strided gather is a kernel.
+    assert [(e["name"], e["args"]["bytes"]) for e in copies] == [("Memcpy DtoD (devx -> devx)", 4 << 16)]
+    assert [e["name"] for e in kernels] == [f"{vendor}::copy_"] * 2
+    assert all(e["dur"] > 0 for e in copies + kernels)
+    rows = {e.key: e for e in prof.key_averages()}
+    for op in ("aten::clone", "aten::to", "aten::contiguous"):
+        assert rows[op].device_time_total > 0, op
+    assert rows[f"{vendor}::copy_"].count == 2
 
 
 def test_copies_are_memcpy_activities_with_bytes(devx, tmp_path):
@@ -117,6 +167,44 @@ def test_profile_memory_reports_devx_allocations(devx):
     assert rows["aten::empty"].device_memory_usage == 1 << 20
     memory = [e for e in prof.events() if e.name == "[memory]"]
     assert any(e.device_memory_usage == -(1 << 20) for e in memory)
+
+
+def test_memory_events_of_devx_are_in_the_trace(devx, tmp_path):
+    with profile(activities=DEVICE_ACTIVITIES, profile_memory=True) as prof:
+        a = torch.empty(1 << 20, dtype=torch.uint8, device="devx:1")
+        del a
+    events = trace_events(prof, tmp_path)
+    memory = [e["args"] for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 20]
+    assert {(m["Device Id"], m["Bytes"]) for m in memory} == {(1, 1 << 20), (1, -(1 << 20))}
+
+
+def test_kernel_allocations_stay_with_their_op(devx):
+    x = torch.randn(128, 128, device="devx")
+    with profile(activities=DEVICE_ACTIVITIES, profile_memory=True) as prof:
+        y = torch.mm(x, x)
+    rows = {e.key: e for e in prof.key_averages()}
+    assert rows["aten::mm"].self_device_memory_usage == 128 * 128 * 4
+    del y
+
+
+def test_the_simulators_own_aten_calls_are_not_profiled(devx):
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)).to("devx")
+    x = torch.randn(2, 3, 8, 8, device="devx")
+    model(x).sum().backward()
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        model(x).sum().backward()
+    devx_ops = ("aten::convolution_overrideable", "aten::convolution_backward_overrideable",
+                "aten::native_batch_norm", "aten::native_batch_norm_backward")
+    events = prof.events()
+    found = {e.name for e in events if e.name in devx_ops}
+    assert found == set(devx_ops)
+    for e in events:
+        if e.name in devx_ops:
+            # Only the op's launches remain under it, as on CUDA: the CPU kernels' own ops (batch
+            # norm's backward multiplies, mkldnn convolutions) are not the program's.
+            assert {c.name for c in e.cpu_children} <= {"devxLaunchKernel"}, (e.name, [c.name for c in e.cpu_children])
+            assert e.device_time_total > 0
+    assert not [e.name for e in events if "mkldnn" in e.name]
 
 
 def test_record_function_nesting_rolls_device_time_up(devx):
@@ -173,12 +261,31 @@ def test_schedule_records_only_active_steps(devx):
     assert rows[f"{devx.vendor}::mm"].count == 2
 
 
+# torch warns that each cycle's events replace the last's, which is what this test relies on.
+@pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
+def test_schedule_with_repeats_hands_over_each_cycle(devx):
+    x = torch.randn(32, 32, device="devx")
+    traces = []
+    with profile(activities=DEVICE_ACTIVITIES, schedule=schedule(wait=1, warmup=1, active=2, repeat=3),
+                 on_trace_ready=traces.append) as prof:
+        for _ in range(14):
+            torch.mm(x, x)
+            prof.step()
+    assert len(traces) == 3
+    for trace in traces:
+        rows = {e.key: e for e in trace.key_averages()}
+        assert rows[f"{devx.vendor}::mm"].count == 2
+        assert rows["aten::mm"].device_time_total > 0
+
+
 def test_cpu_only_profile_records_no_device_activity_and_closes_the_gate(devx, tmp_path):
     x = torch.randn(32, device="devx")
     with profile(activities=DEVICE_ACTIVITIES):
         x.exp()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         x.exp()
+        # Ops keep their fast path: nothing records spans for a CPU-only profile.
+        assert not devx._C._diag_gate_open()
     events = trace_events(prof, tmp_path)
     assert not [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
     # The gate closes at the first op after the recording stopped.
@@ -231,15 +338,23 @@ def test_legacy_profiler_times_ops_with_devx_events(devx):
 def test_async_vendor_device_times_come_from_the_stream():
     proc = run_python(
         """
-        import torch, torch_devx
+        import torch, torch_devx, torch_devx.testing
         from torch.profiler import profile, ProfilerActivity
-        x = torch.randn(128, 128, device="devx")
+        x = torch.randn(1024, 1024, device="devx")
+        torch.mm(x, x).cpu()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
-            y = torch.mm(x, x)
+            # Held, the stream starts the kernel only after the op has returned (and the stream's
+            # thread computes nothing while the host issues).
+            with torch_devx.testing.hold_stream():
+                y = torch.mm(x, x)
             y.cpu()
         rows = {e.key: e for e in prof.key_averages()}
-        assert rows[torch_devx.vendor + "::mm"].device_time_total > 0, rows
-        assert rows["aten::mm"].device_time_total > 0
+        kernel, op = rows[torch_devx.vendor + "::mm"], rows["aten::mm"]
+        assert kernel.device_time_total > 5 * op.cpu_time_total, (kernel.device_time_total, op.cpu_time_total)
+        assert op.device_time_total == kernel.device_time_total
+        [kernel_event] = [e for e in prof.events() if e.key == torch_devx.vendor + "::mm"]
+        [op_event] = [e for e in prof.events() if e.key == "aten::mm"]
+        assert kernel_event.time_range.start >= op_event.time_range.end
         print("ok")
         """,
         DEVX_SIM_ASYNC="1",

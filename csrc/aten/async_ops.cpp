@@ -15,6 +15,7 @@
 #include "aten/boxed_compute.h"
 #include "aten/op_registry.h"
 #include "aten/stack_util.h"
+#include "profiler/device_activity.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/stream.h"
@@ -273,6 +274,9 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
   const size_t first = stack->size() - nargs;
   const c10::DeviceIndex device = current_device();
   if (!arguments_on_device(*stack, first, nargs, device)) return false;
+  // The ops issuing runs itself (meta kernels that are decompositions, copies of CPU arguments)
+  // are not the user's: a profile shows only the op issued.
+  profiler::HiddenOps hidden_ops;
 
   ToMeta to_meta;
   std::vector<c10::IValue> meta_args;

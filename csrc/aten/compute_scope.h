@@ -26,6 +26,7 @@
 
 #include <vector>
 
+#include "profiler/device_activity.h"
 #include "runtime/sanitizer.h"
 
 namespace devx {
@@ -60,6 +61,9 @@ class ComputeScope {
   void sync_back(at::TensorList devx_tensors, const std::vector<at::Tensor>& aliases) const;
 
  private:
+  // The compute device's kernels call ATen ops of their own (batch_norm's backward multiplies,
+  // convolution picks mkldnn): while profiled, those must not appear as children of the devx op.
+  profiler::HiddenOps hidden_ops_;
   // Arguments that share a devx storage share one alias storage, so the compute device's
   // kernels see the sharing (overlap checks, in-place ops reading their own output). The scope
   // holds each devx storage it aliased: a cached alias borrows the bytes, and a caller may drop

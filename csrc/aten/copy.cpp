@@ -9,11 +9,15 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/resize_ops.h>
 
+#include <string>
+
 #include "aten/async_ops.h"
 #include "aten/compute_scope.h"
 #include "aten/tensor_ops.h"
+#include "profiler/device_activity.h"
 #include "runtime/device.h"
 #include "runtime/memcpy.h"
+#include "runtime/vendor.h"
 
 namespace devx::ops {
 
@@ -25,8 +29,15 @@ void copy_inline(const at::Tensor& dst, const at::Tensor& src) {
   at::_ops::copy_::redispatch(scope.keyset(), a_dst, scope.in(src), false);
 }
 
-// dst <- src, both on the current devx device, in the current stream's order.
-void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
+bool plain_contiguous(const at::Tensor& t) {
+  return t.is_contiguous() && !t.is_conj() && !t.is_neg();
+}
+
+size_t nbytes(const at::Tensor& t) {
+  return static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+void issue_copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
   if (C10_UNLIKELY(g_async_host_streams) && async::issuing()) {
     // The copy kernel's own checks would only surface at the next wait.
     at::assert_no_internal_overlap(dst);
@@ -37,12 +48,27 @@ void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
   copy_inline(dst, src);
 }
 
-bool plain_contiguous(const at::Tensor& t) {
-  return t.is_contiguous() && !t.is_conj() && !t.is_neg();
+// The copy's device activity, as a CUDA trace shows it: moving bytes as they are is a memcpy;
+// converting dtype or gathering strides is a kernel.
+void profiled_copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
+  const bool byte_move = dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes() &&
+                         plain_contiguous(dst) && plain_contiguous(src);
+  std::string name = byte_move ? memcpy_activity_name(DEVX_MEMCPY_D2D) : std::string(vendor().name) + "::copy_";
+  profiler::DeviceSpan span(byte_move ? profiler::ActivityKind::kMemcpy : profiler::ActivityKind::kKernel,
+                            std::move(name), getCurrentDevxStream(), byte_move ? nbytes(dst) : 0);
+  issue_copy_on_device(dst, src);
+  span.finish();
 }
 
-size_t nbytes(const at::Tensor& t) {
-  return static_cast<size_t>(t.numel()) * t.element_size();
+// dst <- src, both on the current devx device, in the current stream's order.
+void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
+  // A stream's worker copying an issued op's results is inside that op's span already, and an
+  // event it recorded on its own stream would wait behind the work it is running.
+  if (C10_UNLIKELY(profiler::recording()) && async::issuing()) {
+    profiled_copy_on_device(dst, src);
+    return;
+  }
+  issue_copy_on_device(dst, src);
 }
 
 // `src` converted to dst's dtype and shape, contiguous, on src's (devx) device.

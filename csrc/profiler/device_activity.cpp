@@ -1,5 +1,6 @@
 #include "profiler/device_activity.h"
 
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 namespace devx::profiler {
 
 std::atomic<bool> g_recording{false};
+std::atomic<bool> g_session_active{false};
 
 namespace {
 
@@ -24,6 +26,9 @@ struct Pending {
   c10::DeviceIndex device;
   c10::StreamId stream;
   uint64_t correlation;
+  uint32_t id;
+  int64_t launch_start_ns;
+  int64_t launch_end_ns;
   size_t bytes;
   int32_t thread;
   DevxStreamHandle handle;
@@ -42,6 +47,7 @@ std::vector<Pending> g_pending;
 std::vector<Anchor> g_anchors;
 // Bumped whenever g_pending is emptied, so a span that outlives its recording drops its events.
 uint64_t g_generation = 0;
+uint32_t g_last_id = 0;
 thread_local std::vector<uint64_t> t_correlation;
 std::vector<void (*)()> g_listeners;
 
@@ -113,10 +119,20 @@ DeviceSpan::DeviceSpan(ActivityKind kind, std::string name, const DevxStream& st
 }
 
 void DeviceSpan::begin(ActivityKind kind, std::string name, const DevxStream& stream, size_t bytes) {
-  Pending p{kind,  std::move(name), stream.device_index(), stream.id(),
-            t_correlation.empty() ? 0 : t_correlation.back(), bytes, system_thread_id(), stream.handle()};
+  Pending p{};
+  p.kind = kind;
+  p.name = std::move(name);
+  p.device = stream.device_index();
+  p.stream = stream.id();
+  p.correlation = t_correlation.empty() ? 0 : t_correlation.back();
+  p.bytes = bytes;
+  p.thread = system_thread_id();
+  p.handle = stream.handle();
+  p.launch_start_ns = unix_now_ns();
   p.start = timed_event_on(p.device, p.handle);
+  p.launch_end_ns = unix_now_ns();
   std::lock_guard<std::mutex> lock(g_mutex);
+  p.id = ++g_last_id;
   slot_ = static_cast<int64_t>(g_pending.size());
   generation_ = g_generation;
   g_pending.push_back(std::move(p));
@@ -150,10 +166,25 @@ DeviceSpan::~DeviceSpan() {
   }
 }
 
+void HiddenOps::hide() {
+  if (!at::isRecordFunctionEnabled()) return;  // an enclosing scope hid them already
+  at::enableRecordFunction(false);
+  hidden_ = true;
+}
+
+void HiddenOps::restore() {
+  at::enableRecordFunction(true);
+}
+
+void set_session_active(bool active) {
+  g_session_active.store(active, std::memory_order_relaxed);
+}
+
 void start_recording() {
   std::unique_lock<std::mutex> lock(g_mutex);
   destroy_anchors_locked();
   destroy_pending_locked();
+  g_last_id = 0;
   for (c10::DeviceIndex d = 0; d < device_count(); ++d) {
     synchronize_device(d);
     Anchor anchor;
@@ -186,8 +217,9 @@ std::vector<Activity> collect() {
   for (auto& p : pending) {
     if (p.end != nullptr && p.device < static_cast<c10::DeviceIndex>(anchors.size())) {
       const Anchor& anchor = anchors[p.device];
-      out.push_back(Activity{p.kind, std::move(p.name), p.device, p.stream, p.correlation,
-                             to_unix_ns(anchor, p.start), to_unix_ns(anchor, p.end), p.bytes, p.thread});
+      out.push_back(Activity{p.kind, std::move(p.name), p.device, p.stream, p.correlation, p.id,
+                             to_unix_ns(anchor, p.start), to_unix_ns(anchor, p.end), p.launch_start_ns,
+                             p.launch_end_ns, p.bytes, p.thread});
     }
     g_vendor->event_destroy(p.start);
     if (p.end) g_vendor->event_destroy(p.end);

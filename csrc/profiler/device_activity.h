@@ -5,12 +5,20 @@
 // read from here.
 //
 // Off costs one relaxed atomic load at each launch site (recording()).
+//
+// While torch.profiler runs a session of the devx plugin (every profile with devx activities, and
+// CPU-only ones once kineto has loaded the plugin), HiddenOps scopes hide the simulator's own aten
+// calls from it: a kernel computing with ATen's kernels on aliases, or the meta kernels that shape
+// issued work, are not ops of the user's program, and a CUDA user sees only the op. Off, a scope
+// costs one relaxed atomic load.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <c10/macros/Macros.h>
 
 #include "runtime/stream.h"
 
@@ -23,18 +31,46 @@ struct Activity {
   std::string name;
   c10::DeviceIndex device;
   c10::StreamId stream;
-  uint64_t correlation;  // 0 when no profiled op was running
-  int64_t start_ns;      // Unix-epoch nanoseconds, the clock kineto and torch.profiler use
+  uint64_t correlation;     // of the op that launched it; 0 when no profiled op was running
+  uint32_t id;              // this launch's own id within the recording (> 0), for the launch->work link
+  int64_t start_ns;         // Unix-epoch nanoseconds, the clock kineto and torch.profiler use
   int64_t end_ns;
-  size_t bytes;          // copies and fills
-  int32_t thread;        // system thread id of the launching host thread
+  int64_t launch_start_ns;  // the host's launch call: from before the span's start event was
+  int64_t launch_end_ns;    // recorded until after, so it stays inside the launching op
+  size_t bytes;             // copies and fills
+  int32_t thread;           // system thread id of the launching host thread
 };
 
 extern std::atomic<bool> g_recording;
+extern std::atomic<bool> g_session_active;
 
 inline bool recording() {
   return g_recording.load(std::memory_order_relaxed);
 }
+
+inline bool session_active() {
+  return g_session_active.load(std::memory_order_relaxed);
+}
+
+// Turns record functions off on this thread for its lifetime while a profiler session runs (see
+// above); the devx op's own row, its device spans and memory events are recorded outside it or
+// do not depend on it.
+class HiddenOps {
+ public:
+  HiddenOps() {
+    if (C10_UNLIKELY(session_active())) hide();
+  }
+  ~HiddenOps() {
+    if (C10_UNLIKELY(hidden_)) restore();
+  }
+  HiddenOps(const HiddenOps&) = delete;
+  HiddenOps& operator=(const HiddenOps&) = delete;
+
+ private:
+  void hide();
+  void restore();
+  bool hidden_ = false;
+};
 
 // The correlation ids of the ops being profiled on this thread (innermost last).
 void push_correlation(uint64_t id);
@@ -59,6 +95,9 @@ class DeviceSpan {
 // Called (under no lock) after every start or stop of a recording: the op path's diagnostics gate
 // listens, so profiled ops take the path that records their spans.
 void add_recording_listener(void (*listener)());
+
+// A session of the devx plugin starts or stops (whatever activities it records).
+void set_session_active(bool active);
 
 // Starts a recording: anchors every device's event clock to the host's Unix clock.
 void start_recording();

@@ -7,10 +7,8 @@
 
 namespace devx {
 
-namespace {
-
 // Named as CUDA's copies are in torch.profiler tables, so the rows read the same.
-const char* copy_name(DevxMemcpyKind kind) {
+const char* memcpy_activity_name(DevxMemcpyKind kind) {
   switch (kind) {
     case DEVX_MEMCPY_H2D:
       return "Memcpy HtoD (host -> devx)";
@@ -21,10 +19,12 @@ const char* copy_name(DevxMemcpyKind kind) {
   }
 }
 
+namespace {
+
 // Issues the copy on `stream`.
 void issue_copy(void* dst, const void* src, size_t n, DevxMemcpyKind kind, const DevxStream& stream) {
   if (C10_UNLIKELY(profiler::recording())) {
-    profiler::DeviceSpan span(profiler::ActivityKind::kMemcpy, copy_name(kind), stream, n);
+    profiler::DeviceSpan span(profiler::ActivityKind::kMemcpy, memcpy_activity_name(kind), stream, n);
     DEVX_VENDOR_CHECK(g_vendor->memcpy_async(dst, src, n, kind, stream.handle()));
     span.finish();
     return;
