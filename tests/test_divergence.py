@@ -58,6 +58,21 @@ def train_step(device: str = "devx") -> float:
     return loss.item()
 
 
+# Wrong tanh kernels, as code for a child process: any fault makes a saved repro fail.
+PLANTED_TANH = "torch_devx.diagnostics.override_kernel('tanh', lambda t: torch.ops.aten.sigmoid(t) * 1.05)\n"
+PLANTED_TANH_BACKWARD = ("torch_devx.diagnostics.override_kernel("
+                         "'tanh_backward', lambda g, y: torch.ops.aten.mul.Tensor(g, y) * 1.05)\n")
+
+
+def pytest_without_and_with_faults(target, planted: str, cwd):
+    """Saved repros run by pytest (a file or a folder of them): in a process with the right
+    kernels, and in one where `planted` installed the faults first."""
+    with_faults = ("import sys, torch, torch_devx, pytest\n" + planted +
+                   f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {str(target)!r}]))\n")
+    return run_commands([[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(target)],
+                         [sys.executable, "-c", with_faults]], cwd=str(cwd))
+
+
 def _import_repro(test_file: str):
     spec = importlib.util.spec_from_file_location(os.path.basename(test_file)[:-3], test_file)
     module = importlib.util.module_from_spec(spec)
@@ -143,13 +158,7 @@ def test_keep_going_lists_each_wrong_op_once(diag, tmp_path):
     assert os.path.basename(finder.divergences["tanh_backward"].repro_test) == "test_repro_01_tanh_backward.py"
     # One pytest run collects every repro of the folder: in a process with the right kernels they pass,
     # in one with the faults planted they fail.
-    planted = ("import sys, torch, torch_devx, pytest\n"
-               "d = torch_devx.diagnostics\n"
-               "d.override_kernel('tanh', lambda t: torch.ops.aten.sigmoid(t) * 1.05)\n"
-               "d.override_kernel('tanh_backward', lambda g, y: torch.ops.aten.mul.Tensor(g, y) * 1.05)\n"
-               f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {str(tmp_path)!r}]))\n")
-    right, wrong = run_commands([[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                                 [sys.executable, "-c", planted]], cwd=str(tmp_path))
+    right, wrong = pytest_without_and_with_faults(tmp_path, PLANTED_TANH + PLANTED_TANH_BACKWARD, tmp_path)
     assert right.returncode == 0 and "2 passed" in right.stdout, right.stdout + right.stderr
     assert wrong.returncode == 1 and "2 failed" in wrong.stdout, wrong.stdout + wrong.stderr
 
@@ -223,11 +232,7 @@ def test_cli_names_the_op_and_writes_a_repro(tmp_path):
     assert repro.is_file() and (tmp_path / "div" / "00_tanh" / "inputs.pt").is_file()
     # The saved repro is a unit test: it passes in a process whose tanh kernel is right, and fails in
     # one where the fault is planted.
-    planted = ("import sys, torch, torch_devx, pytest\n"
-               "torch_devx.diagnostics.override_kernel('tanh', lambda t: torch.ops.aten.sigmoid(t) * 1.05)\n"
-               f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {str(repro)!r}]))\n")
-    right, wrong = run_commands([[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(repro)],
-                                 [sys.executable, "-c", planted]], cwd=str(tmp_path))
+    right, wrong = pytest_without_and_with_faults(repro, PLANTED_TANH, tmp_path)
     assert right.returncode == 0 and "1 passed" in right.stdout, right.stdout + right.stderr
     assert wrong.returncode == 1 and "1 failed" in wrong.stdout, wrong.stdout + wrong.stderr
 

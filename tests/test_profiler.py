@@ -249,14 +249,21 @@ def test_with_stack_attributes_device_time_to_the_python_caller(devx):
     assert frames[0].device_time_total > 0
 
 
-def test_schedule_records_only_active_steps(devx):
+def scheduled_traces(repeat: int, steps: int) -> list:
+    """The traces on_trace_ready got from `steps` profiled mm steps under schedule(wait=1,
+    warmup=1, active=2, repeat=repeat)."""
     x = torch.randn(32, 32, device="devx")
     traces = []
-    with profile(activities=DEVICE_ACTIVITIES, schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+    with profile(activities=DEVICE_ACTIVITIES, schedule=schedule(wait=1, warmup=1, active=2, repeat=repeat),
                  on_trace_ready=traces.append) as prof:
-        for _ in range(6):
+        for _ in range(steps):
             torch.mm(x, x)
             prof.step()
+    return traces
+
+
+def test_schedule_records_only_active_steps(devx):
+    traces = scheduled_traces(repeat=1, steps=6)
     assert len(traces) == 1
     rows = {e.key: e for e in traces[0].key_averages()}
     assert rows[f"{devx.vendor}::mm"].count == 2
@@ -265,13 +272,7 @@ def test_schedule_records_only_active_steps(devx):
 # torch warns that each cycle's events replace the last's, which is what this test relies on.
 @pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
 def test_schedule_with_repeats_hands_over_each_cycle(devx):
-    x = torch.randn(32, 32, device="devx")
-    traces = []
-    with profile(activities=DEVICE_ACTIVITIES, schedule=schedule(wait=1, warmup=1, active=2, repeat=3),
-                 on_trace_ready=traces.append) as prof:
-        for _ in range(14):
-            torch.mm(x, x)
-            prof.step()
+    traces = scheduled_traces(repeat=3, steps=14)
     assert len(traces) == 3
     for trace in traces:
         rows = {e.key: e for e in trace.key_averages()}
