@@ -70,6 +70,9 @@ def main() -> int:
         print(f"max |DDP - single process| over parameters: {diff:.3g} ({'OK' if ok else 'MISMATCH'}, "
               f"tolerance {TOLERANCE:g})")
         status = 0 if ok else 1
+        counts = torch_devx.distributed.call_check_counts()
+        print(f"cross-rank call checks: {counts['check_rounds']} by a round, {counts['predicted']} all_reduces "
+              f"run on their prediction, {counts['confirmations']} confirmations")
     dist.destroy_process_group()
     return status
 

@@ -209,11 +209,135 @@ print("OK", rank)
         assert_child_ok(proc)
 
 
-def test_a_rank_that_dies_is_a_clear_error_on_the_others():
+@pytest.mark.parametrize("sanitize", ["0", "1"])
+def test_repeated_calls_run_on_their_prediction_and_mismatches_stay_clear_errors(sanitize):
     body = """
+from torch_devx.distributed import call_check_counts as counts
+def repeat(n, size=1000):
+    for _ in range(n):
+        t = torch.full((size,), float(rank + 1), device=dev)
+        dist.all_reduce(t)
+        close(t, torch.full((size,), 3.0))
+def expect_mismatch(fn, *parts):
+    before = counts()
+    try:
+        fn()
+    except ValueError as e:
+        msg = str(e)
+        assert "different collective calls" in msg, msg
+        for p in parts:
+            assert p in msg, (p, msg)
+        assert counts()["confirmations"] == before["confirmations"] + 1, (before, counts())
+        return
+    raise AssertionError("no error")
+
+# The first calls are checked by a round each; once the same call has followed itself twice it
+# runs on its prediction, with no round.
+repeat(6)
+assert counts() == {"check_rounds": 3, "predicted": 3, "confirmations": 0}, counts()
+
+# A rank that calls something else still makes the others raise, naming every rank's call, and
+# the group goes on.
+expect_mismatch(lambda: dist.all_reduce(torch.ones(1000 * (rank + 1), device=dev)),
+                "rank 0: all_reduce(Float[1000], op=SUM)", "rank 1: all_reduce(Float[2000], op=SUM)")
+repeat(5)
+expect_mismatch(lambda: dist.all_reduce(torch.ones(1000, device=dev, dtype=[torch.float32, torch.float64][rank])),
+                "Float[1000]", "Double[1000]")
+repeat(5)
+expect_mismatch(lambda: dist.all_reduce(torch.ones(1000, device=dev)) if rank == 0
+                else dist.broadcast(torch.ones(10, device=dev), src=0),
+                "rank 0: all_reduce(Float[1000]", "rank 1: broadcast(Float[10], src=0)")
+repeat(5)
+assert counts()["check_rounds"] == 3 + 3 * 3, counts()  # after each error: forgotten, learnt again
+
+# A first element that looks like another rank's doubt is confirmed, and is the right value.
+before = counts()
+t = torch.full((1000,), float(rank + 1), device=dev)
+t[0] = float("nan")
+dist.all_reduce(t)
+assert t[0].isnan().item()
+close(t[1:], torch.full((999,), 3.0))
+assert counts()["confirmations"] == before["confirmations"] + 1
+assert counts()["predicted"] == before["predicted"] + 1
+
+# Every rank changing its call is no error: each runs the prediction blind, then its own call.
+t = torch.full((500,), float(rank + 1), device=dev)
+dist.all_reduce(t)
+close(t, torch.full((500,), 3.0))
+
+# Other ops and dtypes that run on their prediction: a MAX that legitimately holds +inf, MIN,
+# PRODUCT, AVG, integer MAX/MIN.
+for op, dtype, vals, want in [
+        (dist.ReduceOp.MAX, torch.float32, [1.0, 2.0], 2.0), (dist.ReduceOp.MIN, torch.float64, [1.0, 2.0], 1.0),
+        (dist.ReduceOp.PRODUCT, torch.float32, [3.0, 2.0], 6.0), (dist.ReduceOp.AVG, torch.bfloat16, [1.0, 2.0], 1.5),
+        (dist.ReduceOp.MAX, torch.int32, [7, -2], 7), (dist.ReduceOp.MIN, torch.int64, [7, -2], -2)]:
+    before = counts()
+    for i in range(5):
+        t = torch.full((16,), vals[rank], dtype=dtype, device=dev)
+        if i == 4 and op == dist.ReduceOp.MAX and dtype.is_floating_point:
+            t[0] = float("inf")
+        dist.all_reduce(t, op=op)
+        expect = torch.full((16,), want, dtype=dtype)
+        if i == 4 and op == dist.ReduceOp.MAX and dtype.is_floating_point:
+            expect[0] = float("inf")
+        close(t, expect)
+    assert counts()["predicted"] >= before["predicted"] + 2, (op, dtype, before, counts())
+
+# Asynchronous predicted calls: futures, then(), a doubted value through a future, and a
+# mismatch through a future.
+for _ in range(4):
+    ts = [torch.full((256,), float(rank + 1), device=dev) for _ in range(3)]
+    futures = [dist.all_reduce(t, async_op=True).get_future() for t in ts]
+    doubled = futures[-1].then(lambda f: f.value()[0] * 2)
+    for f in futures:
+        f.wait()
+    for t in ts:
+        close(t, torch.full((256,), 3.0))
+    close(doubled.wait(), torch.full((256,), 6.0))
+t = torch.full((256,), float(rank + 1), device=dev)
+t[0] = float("nan")
+future = dist.all_reduce(t, async_op=True).get_future()
+future.wait()
+close(t[1:], torch.full((255,), 3.0))
+repeat(4, size=256)
+# What a rank writes into a finished call's tensor before its next call (DDP's next gradients)
+# does not change whether that call is confirmed: every rank decides alike.
+t = torch.full((256,), float(rank + 1), device=dev)
+dist.all_reduce(t, async_op=True).get_future().wait()
+if rank == 0:
+    t[0] = float("nan")
+repeat(2, size=256)
+try:
+    future = dist.all_reduce(torch.ones(256 * (rank + 1), device=dev), async_op=True).get_future()
+    future.wait()
+    raise AssertionError("no error")
+except ValueError as e:
+    assert "rank 1: all_reduce(Float[512]" in str(e), e
+repeat(3, size=256)
+print("OK", rank)
+"""
+    if sanitize == "1":
+        body += """
+t = torch.ones(4, device=dev)
+""" + SANITIZED_TAIL
+    for proc in run_ranks(body, DEVX_SIM_SANITIZE=sanitize):
+        assert_child_ok(proc)
+        assert "OK" in proc.stdout
+        assert ("DETECTED True" in proc.stdout) == (sanitize == "1")
+
+
+@pytest.mark.parametrize("warm_calls", [0, 4])
+def test_a_rank_that_dies_is_a_clear_error_on_the_others(warm_calls):
+    # After 4 repeats the all_reduce that meets the dead rank runs on its prediction.
+    body = f"""
 dist.barrier()
+for _ in range({warm_calls}):
+    dist.all_reduce(torch.ones(1 << 16, device=dev))
+predicted = torch_devx.distributed.call_check_counts()["predicted"]
+assert predicted == ({warm_calls} > 3), predicted
 if rank == 1:
     os._exit(3)
+""" + """
 start = time.monotonic()
 try:
     dist.all_reduce(torch.ones(1 << 16, device=dev))

@@ -5,9 +5,13 @@ group whose collectives on devx tensors run in an existing engine — gloo on th
 NCCL on the cuda vendor — on aliases of the devx memory, with no copies. CPU tensors go to gloo.
 `dist.get_backend()` says "devx"; `engine_name()` says which engine moves the bytes.
 
-Before each collective the ranks compare a hash of their calls (one small all-reduce) so that
-mismatched sizes, dtypes or ops are a ValueError naming every rank's call rather than an
-aborted process (gloo) or a hang; DEVX_DIST_CHECK=0 (read when a group is made) turns this off.
+Every collective is checked across ranks, so that mismatched sizes, dtypes, ops or collectives
+are a ValueError naming every rank's call rather than an aborted process (gloo) or a hang. A
+call the group has not been repeating is checked by a round of its own (one small all-reduce of
+a hash of each rank's call); an all_reduce that has followed the previous call twice in a row
+runs on that prediction with no round, and a rank that called something else marks the result
+so that all ranks confirm (csrc/distributed/call_ledger.h). `call_check_counts()` says how many
+of each a group made. DEVX_DIST_CHECK=0 (read when a group is made) turns the check off.
 """
 from __future__ import annotations
 
@@ -70,6 +74,18 @@ def engine_name(group: Optional[dist.ProcessGroup] = None) -> str:
     """Which engine moves the bytes of devx tensors in `group` (default: the world): gloo or nccl."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     return pg._get_backend(torch.device(BACKEND)).engine_name
+
+
+def call_check_counts(group: Optional[dist.ProcessGroup] = None) -> dict[str, int]:
+    """How `group`'s (default: the world's) collectives were checked across ranks so far.
+
+    `check_rounds`: calls checked by a round of their own; `predicted`: all_reduces run on their
+    prediction, with no round; `confirmations`: rounds taken because a prediction was in doubt
+    (a rank called something else, or a result held the value that marks that). All zero when
+    the check is off or the group has one rank.
+    """
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    return pg._get_backend(torch.device(BACKEND)).call_check_counts
 
 
 def map_backend(backend: Any) -> Any:

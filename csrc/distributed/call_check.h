@@ -6,6 +6,7 @@
 // whatever must agree across ranks — and the ranks compare a 62-bit hash of the descriptions in
 // one small all-reduce (MAX of h and of -h: equal on every rank iff all hashes are equal). Only
 // on a mismatch do they exchange the readable descriptions, so the error names every rank's call.
+// A repeated all_reduce skips this round (call_ledger.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>

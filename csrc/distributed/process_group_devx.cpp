@@ -94,10 +94,14 @@ ProcessGroupDevx::ProcessGroupDevx(c10::intrusive_ptr<c10d::Backend> engine,
     : c10d::Backend(engine->getRank(), engine->getSize()),
       engine_(std::move(engine)),
       host_engine_(std::move(host_engine)),
-      engine_name_(std::move(engine_name)),
-      check_calls_(check_calls) {
+      engine_name_(std::move(engine_name)) {
   TORCH_CHECK(host_engine_->getRank() == rank_ && host_engine_->getSize() == size_,
               "devx process group: the host engine's rank/size differ from the device engine's");
+  if (check_calls && size_ > 1) {
+    // Only an engine that runs on the host runs predicted calls blind: one on a device (NCCL)
+    // would make the host wait for every all_reduce before the next call.
+    ledger_ = std::make_shared<CallLedger>(host_engine_, engine_name_, engine_ == host_engine_);
+  }
   init();
 }
 
@@ -126,8 +130,11 @@ c10d::Backend& ProcessGroupDevx::engine_for(const char* collective, std::initial
   return any_cpu ? *host_engine_ : *engine_;
 }
 
-void ProcessGroupDevx::check(const CallSignature& signature) {
-  if (check_calls_ && size_ > 1) check_same_call(*host_engine_, signature, engine_name_);
+void ProcessGroupDevx::check(const CallSignature& signature, std::optional<BlindAllreduce> form) {
+  if (!ledger_) return;
+  auto lock = ledger_->lock();
+  ledger_->settle_pending();
+  ledger_->check(signature, form);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::wrap(const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
@@ -151,14 +158,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::broadcast(std::vector<at::Tenso
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
   c10d::Backend& engine = engine_for("all_reduce", {tensors});
-  check(CallSignature("all_reduce").tensors(tensors).op(opts.reduceOp));
+  CallSignature signature("all_reduce");
+  signature.tensors(tensors).op(opts.reduceOp);
   c10d::AllreduceOptions o = opts;
-  if (is_avg(opts.reduceOp)) {
-    scale_for_avg(tensors, size_);
-    o.reduceOp = c10d::ReduceOp::SUM;
+  if (is_avg(opts.reduceOp)) o.reduceOp = c10d::ReduceOp::SUM;
+  std::unique_lock<std::mutex> lock;
+  bool predicted = false;
+  if (ledger_) {
+    lock = ledger_->lock();
+    ledger_->settle_pending();
+    predicted = ledger_->is_predicted(signature);
+    if (!predicted) {
+      ledger_->check(signature, blind_form(tensors, opts.reduceOp));
+      lock.unlock();
+    }
   }
+  if (is_avg(opts.reduceOp)) scale_for_avg(tensors, size_);
   auto views = engine_views(tensors);
-  return wrap([&] { return engine.allreduce(views, o); }, tensors, c10d::OpType::ALLREDUCE, "all_reduce");
+  if (!predicted) {
+    return wrap([&] { return engine.allreduce(views, o); }, tensors, c10d::OpType::ALLREDUCE, "all_reduce");
+  }
+  // Issued under the ledger's lock, so that it is tracked before anything else is issued.
+  std::shared_ptr<sanitizer::DeviceWorkHold> hold = std::move(t_issuing);
+  c10::intrusive_ptr<c10d::Work> engine_work = engine.allreduce(views, o);
+  std::string what = describe("all_reduce", tensors);
+  auto call = PredictedCall::watch(engine_work, views[0], tensors, std::move(signature),
+                                   *blind_form(tensors, opts.reduceOp), what);
+  ledger_->track(call);
+  return c10::make_intrusive<WorkDevx>(std::move(engine_work), tensors, rank_, c10d::OpType::ALLREDUCE,
+                                       std::move(what), engine_name_, std::move(hold), std::move(call), ledger_);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce_coalesced(std::vector<at::Tensor>& tensors,

@@ -8,14 +8,20 @@
 // Lifetime: every alias holds a reference on the devx storage it views, and the engine holds its
 // aliases until its work is done, so a devx tensor freed mid-collective keeps its memory until
 // then — what record_stream buys a stream-ordered allocator.
+// Checking: every collective is checked across ranks before the engine can see mismatched
+// calls, by a round of its own or, for a repeated all_reduce, by its prediction (call_ledger.h).
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <optional>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <string>
 #include <vector>
+
+#include "distributed/call_ledger.h"
 
 namespace devx::dist {
 
@@ -28,6 +34,7 @@ class ProcessGroupDevx final : public c10d::Backend {
 
   const std::string getBackendName() const override { return "devx"; }
   const std::string& engine_name() const { return engine_name_; }
+  CallCheckCounts call_check_counts() const { return ledger_ ? ledger_->counts() : CallCheckCounts{}; }
   void setTimeout(std::chrono::milliseconds timeout) override;
   bool supportsCoalescing() const override { return false; }
 
@@ -81,7 +88,8 @@ class ProcessGroupDevx final : public c10d::Backend {
  private:
   // The engine for these tensors (devx or CPU, never mixed) after waiting for their streams.
   c10d::Backend& engine_for(const char* collective, std::initializer_list<at::TensorList> groups);
-  void check(const class CallSignature& signature);
+  // The cross-rank call check of a call that is not issued on its prediction (call_ledger.h).
+  void check(const CallSignature& signature, std::optional<BlindAllreduce> form = std::nullopt);
   // The devx work of the engine work that `issue` starts.
   c10::intrusive_ptr<c10d::Work> wrap(const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
                                       std::vector<at::Tensor> outputs, c10d::OpType type, const char* collective);
@@ -89,7 +97,8 @@ class ProcessGroupDevx final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> engine_;
   c10::intrusive_ptr<c10d::Backend> host_engine_;
   std::string engine_name_;
-  bool check_calls_;
+  // Null when calls are not checked.
+  std::shared_ptr<CallLedger> ledger_;
 };
 
 }  // namespace devx::dist

@@ -3,6 +3,8 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <thread>
+
 #include "aten/compute_scope.h"
 
 namespace devx::dist {
@@ -42,13 +44,16 @@ void rethrow_engine_error(const std::string& what, const std::string& engine_nam
 
 WorkDevx::WorkDevx(c10::intrusive_ptr<c10d::Work> engine_work, std::vector<at::Tensor> outputs, int rank,
                    c10d::OpType type, std::string what, std::string engine_name,
-                   std::shared_ptr<sanitizer::DeviceWorkHold> hold)
+                   std::shared_ptr<sanitizer::DeviceWorkHold> hold, std::shared_ptr<PredictedCall> predicted,
+                   std::shared_ptr<CallLedger> ledger)
     : c10d::Work(rank, type),
       engine_work_(std::move(engine_work)),
       outputs_(std::move(outputs)),
       what_(std::move(what)),
       engine_name_(std::move(engine_name)),
-      hold_(std::move(hold)) {
+      hold_(std::move(hold)),
+      predicted_(std::move(predicted)),
+      ledger_(std::move(ledger)) {
   if (!hold_) return;
   // Released when the engine completes, even if nobody waits; work without a future (gloo's
   // send/recv) releases it in wait(), or when it is dropped.
@@ -61,15 +66,30 @@ WorkDevx::WorkDevx(c10::intrusive_ptr<c10d::Work> engine_work, std::vector<at::T
 bool WorkDevx::isCompleted() {
   const bool done = engine_work_->isCompleted();
   if (done && hold_) hold_->release();
+  if (done && predicted_ && !predicted_->settled.load()) {
+    // Done as far as this rank can tell, unless the result calls for a confirmation.
+    return engine_work_->isSuccess() && !predicted_->doubted();
+  }
   return done;
 }
 
 bool WorkDevx::isSuccess() const {
+  if (predicted_ && predicted_->settled.load() && predicted_->error) return false;
   return engine_work_->isSuccess();
 }
 
 std::exception_ptr WorkDevx::exception() const {
+  if (predicted_ && predicted_->settled.load() && predicted_->error) return predicted_->error;
   return engine_work_->exception();
+}
+
+void WorkDevx::settle() {
+  if (!predicted_) return;
+  {
+    auto lock = ledger_->lock();
+    ledger_->settle(*predicted_);
+  }
+  if (predicted_->error) std::rethrow_exception(predicted_->error);
 }
 
 int WorkDevx::sourceRank() const {
@@ -84,6 +104,7 @@ void WorkDevx::synchronize() {
   engine_work_->synchronize();
   wait_for_engine_stream(outputs_);
   if (hold_) hold_->release();
+  settle();
 }
 
 bool WorkDevx::wait(std::chrono::milliseconds timeout) {
@@ -95,6 +116,7 @@ bool WorkDevx::wait(std::chrono::milliseconds timeout) {
   }
   wait_for_engine_stream(outputs_);
   if (done && hold_) hold_->release();
+  if (done) settle();
   return done;
 }
 
@@ -114,6 +136,32 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkDevx::getFuture() {
   // A host-side future, as gloo's for CPU tensors: it completes once the engine has finished
   // with the bytes, and its value is the caller's devx tensors.
   future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  if (predicted_) {
+    {
+      // Under the ledger's lock a settle either has run (and the future is completed here) or
+      // will see the future and complete it.
+      auto lock = ledger_->lock();
+      predicted_->future = future_;
+      if (predicted_->settled.load()) {
+        predicted_->complete_future();
+        return future_;
+      }
+    }
+    engine_future->addCallback([call = predicted_, ledger = ledger_](c10::ivalue::Future& done) {
+      if (!done.hasError() && !call->doubted()) {
+        call->complete_future();
+        return;
+      }
+      // A failed or doubted call is settled (confirmed, the history extended) under the
+      // ledger's lock, which this engine thread must not wait for: the lock's holder may be
+      // waiting for this very work.
+      std::thread([call, ledger] {
+        auto lock = ledger->lock();
+        ledger->settle(*call);
+      }).detach();
+    });
+    return future_;
+  }
   engine_future->addCallback(
       [future = future_, outputs = outputs_, what = what_, engine = engine_name_](c10::ivalue::Future& done) {
         if (done.hasError()) {

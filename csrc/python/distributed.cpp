@@ -59,5 +59,13 @@ void bind_distributed(py::module_& m) {
                  backend_of(engine, "device"), backend_of(host_engine, "host"), engine_name, check_calls));
            }),
            py::arg("engine"), py::arg("host_engine"), py::arg("engine_name"), py::arg("check_calls"))
-      .def_property_readonly("engine_name", &devx::dist::ProcessGroupDevx::engine_name);
+      .def_property_readonly("engine_name", &devx::dist::ProcessGroupDevx::engine_name)
+      .def_property_readonly("call_check_counts", [](const devx::dist::ProcessGroupDevx& pg) {
+        const devx::dist::CallCheckCounts c = pg.call_check_counts();
+        py::dict d;
+        d["check_rounds"] = c.check_rounds;
+        d["predicted"] = c.predicted;
+        d["confirmations"] = c.confirmations;
+        return d;
+      });
 }
