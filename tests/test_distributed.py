@@ -307,6 +307,22 @@ dist.all_reduce(t, async_op=True).get_future().wait()
 if rank == 0:
     t[0] = float("nan")
 repeat(2, size=256)
+# A doubted call is confirmed as soon as it completes, not at the rank's next call on its group:
+# here rank 0 goes to another group first while rank 1 waits for the confirmation.
+other = dist.new_group(backend="devx")
+repeat(4, size=64)
+t = torch.full((64,), float(rank + 1), device=dev)
+t[0] = float("nan")
+work = dist.all_reduce(t, async_op=True)
+x = torch.ones(4, device=dev)
+if rank == 0:
+    dist.all_reduce(x, group=other)
+    work.wait()
+else:
+    work.wait()
+    dist.all_reduce(x, group=other)
+close(x, torch.full((4,), 2.0))
+close(t[1:], torch.full((63,), 3.0))
 try:
     future = dist.all_reduce(torch.ones(256 * (rank + 1), device=dev), async_op=True).get_future()
     future.wait()

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "distributed/work_devx.h"
 #include "runtime/sanitizer.h"
@@ -109,19 +110,6 @@ PredictedCall::PredictedCall(c10::intrusive_ptr<c10d::Work> work, at::Tensor res
       form(form),
       what(std::move(what)) {}
 
-std::shared_ptr<PredictedCall> PredictedCall::watch(c10::intrusive_ptr<c10d::Work> work, at::Tensor result,
-                                                    std::vector<at::Tensor> outputs, CallSignature signature,
-                                                    BlindAllreduce form, std::string what) {
-  auto call = std::make_shared<PredictedCall>(std::move(work), std::move(result), std::move(outputs),
-                                              std::move(signature), form, std::move(what));
-  // Callbacks run in the order they were added, so this one runs before any added by getFuture,
-  // and before the engine's wait() returns.
-  call->engine_work->getFuture()->addCallback([call](c10::ivalue::Future& done) {
-    if (!done.hasError()) call->verdict_.store(holds_absorbing_value(call->result, call->form) ? kDoubted : kClean);
-  });
-  return call;
-}
-
 void PredictedCall::complete_future() {
   if (!future || future_done.exchange(true)) return;
   if (error) {
@@ -175,9 +163,28 @@ bool CallLedger::is_predicted(const CallSignature& signature) const {
   return prediction && prediction->hash == signature.hash();
 }
 
-void CallLedger::track(const std::shared_ptr<PredictedCall>& call) {
+std::shared_ptr<PredictedCall> CallLedger::track(c10::intrusive_ptr<c10d::Work> work, at::Tensor result,
+                                                 std::vector<at::Tensor> outputs, CallSignature signature,
+                                                 BlindAllreduce form, std::string what) {
+  auto call = std::make_shared<PredictedCall>(std::move(work), std::move(result), std::move(outputs),
+                                              std::move(signature), form, std::move(what));
+  // Callbacks run in the order they were added, so this one runs before any added by getFuture,
+  // and before the engine's wait() returns.
+  call->engine_work->getFuture()->addCallback([call, ledger = shared_from_this()](c10::ivalue::Future& done) {
+    if (!done.hasError()) {
+      const bool doubted = holds_absorbing_value(call->result, call->form);
+      call->verdict_.store(doubted ? PredictedCall::kDoubted : PredictedCall::kClean);
+      if (!doubted) return;
+    }
+    // Not under the ledger's lock here: its holder may be waiting for this very work.
+    std::thread([call, ledger] {
+      auto lock = ledger->lock();
+      ledger->settle(*call);
+    }).detach();
+  });
   ++predicted_;
   pending_ = call;
+  return call;
 }
 
 void CallLedger::check(const CallSignature& signature, std::optional<BlindAllreduce> form) {

@@ -83,11 +83,6 @@ struct PredictedCall {
   c10::intrusive_ptr<c10::ivalue::Future> future;
   std::atomic<bool> future_done{false};
 
-  // Reads the result's first element as the engine completes (from its future's callbacks): later
-  // the caller may have written the tensor again, and every rank must decide alike.
-  static std::shared_ptr<PredictedCall> watch(c10::intrusive_ptr<c10d::Work> work, at::Tensor result,
-                                              std::vector<at::Tensor> outputs, CallSignature signature,
-                                              BlindAllreduce form, std::string what);
   PredictedCall(c10::intrusive_ptr<c10d::Work> work, at::Tensor result, std::vector<at::Tensor> outputs,
                 CallSignature signature, BlindAllreduce form, std::string what);
   // The first element held the absorbing value: some rank may have called something else.
@@ -95,6 +90,7 @@ struct PredictedCall {
   void complete_future();
 
  private:
+  friend class CallLedger;
   static constexpr int kUnread = 0, kClean = 1, kDoubted = 2;
   std::atomic<int> verdict_{kUnread};
 };
@@ -107,7 +103,7 @@ struct CallCheckCounts {
 
 // The check state of one process group: its history and the predicted call not yet settled.
 // Everything but counts() needs the lock.
-class CallLedger {
+class CallLedger : public std::enable_shared_from_this<CallLedger> {
  public:
   CallLedger(c10::intrusive_ptr<c10d::Backend> check_engine, std::string engine_name, bool predict);
 
@@ -117,7 +113,14 @@ class CallLedger {
   void settle(PredictedCall& call);
   // True when this call is the prediction: the caller issues it and hands it to track().
   bool is_predicted(const CallSignature& signature) const;
-  void track(const std::shared_ptr<PredictedCall>& call);
+  // The predicted all_reduce whose engine work is `work`, on `result` (the engine's view). Its
+  // first element is read as the engine completes (later the caller may write the tensor again,
+  // and every rank must decide alike), and a doubted or failed call is settled at once, off the
+  // engine's thread: a rank must not wait for its next call on this group to confirm, when the
+  // others may be waiting for that confirmation before their next call on another group.
+  std::shared_ptr<PredictedCall> track(c10::intrusive_ptr<c10d::Work> work, at::Tensor result,
+                                       std::vector<at::Tensor> outputs, CallSignature signature, BlindAllreduce form,
+                                       std::string what);
   // Checks a call that was not predicted (running the prediction blind, if there was one);
   // throws the ValueError of a mismatch.
   void check(const CallSignature& signature, std::optional<BlindAllreduce> form);

@@ -182,9 +182,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce(std::vector<at::Tenso
   std::shared_ptr<sanitizer::DeviceWorkHold> hold = std::move(t_issuing);
   c10::intrusive_ptr<c10d::Work> engine_work = engine.allreduce(views, o);
   std::string what = describe("all_reduce", tensors);
-  auto call = PredictedCall::watch(engine_work, views[0], tensors, std::move(signature),
-                                   *blind_form(tensors, opts.reduceOp), what);
-  ledger_->track(call);
+  auto call = ledger_->track(engine_work, views[0], tensors, std::move(signature), *blind_form(tensors, opts.reduceOp),
+                             what);
   return c10::make_intrusive<WorkDevx>(std::move(engine_work), tensors, rank_, c10d::OpType::ALLREDUCE,
                                        std::move(what), engine_name_, std::move(hold), std::move(call), ledger_);
 }

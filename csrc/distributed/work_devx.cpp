@@ -3,8 +3,6 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
-#include <thread>
-
 #include "aten/compute_scope.h"
 
 namespace devx::dist {
@@ -147,18 +145,9 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkDevx::getFuture() {
         return future_;
       }
     }
-    engine_future->addCallback([call = predicted_, ledger = ledger_](c10::ivalue::Future& done) {
-      if (!done.hasError() && !call->doubted()) {
-        call->complete_future();
-        return;
-      }
-      // A failed or doubted call is settled (confirmed, the history extended) under the
-      // ledger's lock, which this engine thread must not wait for: the lock's holder may be
-      // waiting for this very work.
-      std::thread([call, ledger] {
-        auto lock = ledger->lock();
-        ledger->settle(*call);
-      }).detach();
+    // A failed or doubted call's future is completed when the ledger has settled it.
+    engine_future->addCallback([call = predicted_](c10::ivalue::Future& done) {
+      if (!done.hasError() && !call->doubted()) call->complete_future();
     });
     return future_;
   }
