@@ -15,10 +15,11 @@
 // kind (all made the predicted call) from a mismatch (a ValueError naming every rank's call, as
 // without prediction) and from a change on every rank (each then makes its own call).
 //
-// A predicted call is settled (its first element read, confirmed if need be, the history
-// extended) before the group issues anything else, and by wait() or its future: every rank does
-// the same collectives in the same order. Only host engines run blind (gloo, which aborts on a
-// size mismatch); the cuda vendor's NCCL keeps a check round per call.
+// A predicted call's first element is read as its engine work completes. A doubted call is
+// confirmed at once, from a thread of its own; every call is settled (confirmed if need be, the
+// history extended) before the group issues anything else, so every rank does the same
+// collectives in the same order. Only host engines run blind (gloo, which aborts on a size
+// mismatch); the cuda vendor's NCCL keeps a check round per call.
 #pragma once
 
 #include <ATen/core/Tensor.h>
