@@ -82,10 +82,21 @@ def run_many(jobs: Iterable[tuple[str, dict[str, Optional[str]]]],
             args, env=child_env(**env), cwd=str(REPO),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )))
+    return _collect(procs, timeout)
+
+
+def _collect(procs: list[tuple[list[str], subprocess.Popen]], timeout: float) -> list[subprocess.CompletedProcess]:
+    """The children's results in order; if one overruns its timeout, none is left running."""
     results = []
-    for args, p in procs:
-        out, err = p.communicate(timeout=timeout)
-        results.append(subprocess.CompletedProcess(args, p.returncode, out, err))
+    try:
+        for args, p in procs:
+            out, err = p.communicate(timeout=timeout)
+            results.append(subprocess.CompletedProcess(args, p.returncode, out, err))
+    finally:
+        for _, p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
     return results
 
 
@@ -94,11 +105,7 @@ def run_commands(commands: Iterable[list[str]], cwd: Optional[str] = None,
     """Runs several command lines at once (in the children's environment); their results in order."""
     procs = [(cmd, subprocess.Popen(cmd, env=child_env(), cwd=cwd or str(REPO), stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)) for cmd in commands]
-    results = []
-    for cmd, p in procs:
-        out, err = p.communicate(timeout=timeout)
-        results.append(subprocess.CompletedProcess(cmd, p.returncode, out, err))
-    return results
+    return _collect(procs, timeout)
 
 
 def describe(proc: subprocess.CompletedProcess) -> str:
