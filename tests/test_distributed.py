@@ -342,6 +342,31 @@ t = torch.ones(4, device=dev)
         assert ("DETECTED True" in proc.stdout) == (sanitize == "1")
 
 
+def test_three_ranks_one_of_which_leaves_the_predicted_call():
+    body = """
+from torch_devx.distributed import call_check_counts as counts
+def repeat(n):
+    for _ in range(n):
+        t = torch.full((300,), float(rank + 1), device=dev)
+        dist.all_reduce(t)
+        close(t, torch.full((300,), 6.0))
+repeat(5)
+assert counts()["predicted"] == 2, counts()
+try:
+    dist.all_reduce(torch.ones(300 if rank < 2 else 301, device=dev))
+    raise AssertionError("no error")
+except ValueError as e:
+    msg = str(e)
+    assert "rank 0: all_reduce(Float[300]" in msg and "rank 2: all_reduce(Float[301]" in msg, msg
+repeat(5)
+print("OK", rank)
+"""
+    # Three ranks, each on its own device; they start slowly on two cores.
+    for proc in run_ranks(body, world=3, timeout_s=30, DEVX_SIM_DEVICES="3"):
+        assert_child_ok(proc)
+        assert "OK" in proc.stdout
+
+
 @pytest.mark.parametrize("warm_calls", [0, 4])
 def test_a_rank_that_dies_is_a_clear_error_on_the_others(warm_calls):
     # After 4 repeats the all_reduce that meets the dead rank runs on its prediction.
