@@ -45,9 +45,23 @@ def run_ranks(body: str, world: int = 2, timeout_s: float = 10, **env: str) -> l
     return run_many(jobs, timeout=90)
 
 
+EXPECT_MISMATCH = """
+def expect_mismatch(fn, *parts):
+    try:
+        fn()
+    except ValueError as e:
+        msg = str(e)
+        assert "different collective calls" in msg, msg
+        for p in parts:
+            assert p in msg, (p, msg)
+        return
+    raise AssertionError("no error")
+"""
+
 # Under DEVX_SIM_SANITIZE, gloo's threads read and write devx memory while collectives run: that
 # is device work, not host code touching device memory; and detection is still on afterwards.
 SANITIZED_TAIL = """
+t = torch.ones(4, device=dev)
 import ctypes
 try:
     ctypes.string_at(t.data_ptr(), 4)
@@ -55,6 +69,17 @@ try:
 except RuntimeError as e:
     print("DETECTED", "host code read device memory" in str(e))
 """
+
+
+def run_two_ranks_sanitized(body: str, sanitize: str) -> None:
+    """Runs `body` on two ranks with DEVX_SIM_SANITIZE=`sanitize`; each must print OK, and with the
+    sanitizer on it must still catch host code reading device memory afterwards."""
+    if sanitize == "1":
+        body += SANITIZED_TAIL
+    for proc in run_ranks(body, DEVX_SIM_SANITIZE=sanitize):
+        assert_child_ok(proc)
+        assert "OK" in proc.stdout
+        assert ("DETECTED True" in proc.stdout) == (sanitize == "1")
 
 
 @pytest.mark.parametrize("sanitize", ["0", "1"])
@@ -170,26 +195,11 @@ for w in works:
     close(w.result()[0], torch.zeros(8))
 print("OK", rank)
 """
-    if sanitize == "1":
-        body += SANITIZED_TAIL
-    for proc in run_ranks(body, DEVX_SIM_SANITIZE=sanitize):
-        assert_child_ok(proc)
-        assert "OK" in proc.stdout
-        assert ("DETECTED True" in proc.stdout) == (sanitize == "1")
+    run_two_ranks_sanitized(body, sanitize)
 
 
 def test_mismatched_sizes_dtypes_and_ops_are_clear_errors_and_the_group_survives():
-    body = """
-def expect_mismatch(fn, *parts):
-    try:
-        fn()
-    except ValueError as e:
-        msg = str(e)
-        assert "different collective calls" in msg, msg
-        for p in parts:
-            assert p in msg, (p, msg)
-        return
-    raise AssertionError("no error")
+    body = EXPECT_MISMATCH + """
 expect_mismatch(lambda: dist.all_reduce(torch.ones(1000 * (rank + 1), device=dev)),
                 "rank 0: all_reduce(Float[1000]", "rank 1: all_reduce(Float[2000]")
 expect_mismatch(lambda: dist.all_reduce(torch.ones(10, device=dev, dtype=[torch.float32, torch.float64][rank])),
@@ -211,25 +221,17 @@ print("OK", rank)
 
 @pytest.mark.parametrize("sanitize", ["0", "1"])
 def test_repeated_calls_run_on_their_prediction_and_mismatches_stay_clear_errors(sanitize):
-    body = """
+    body = EXPECT_MISMATCH + """
 from torch_devx.distributed import call_check_counts as counts
 def repeat(n, size=1000):
     for _ in range(n):
         t = torch.full((size,), float(rank + 1), device=dev)
         dist.all_reduce(t)
         close(t, torch.full((size,), 3.0))
-def expect_mismatch(fn, *parts):
+def expect_confirmed_mismatch(fn, *parts):
     before = counts()
-    try:
-        fn()
-    except ValueError as e:
-        msg = str(e)
-        assert "different collective calls" in msg, msg
-        for p in parts:
-            assert p in msg, (p, msg)
-        assert counts()["confirmations"] == before["confirmations"] + 1, (before, counts())
-        return
-    raise AssertionError("no error")
+    expect_mismatch(fn, *parts)
+    assert counts()["confirmations"] == before["confirmations"] + 1, (before, counts())
 
 # The first calls are checked by a round each; once the same call has followed itself twice it
 # runs on its prediction, with no round.
@@ -238,15 +240,15 @@ assert counts() == {"check_rounds": 3, "predicted": 3, "confirmations": 0}, coun
 
 # A rank that calls something else still makes the others raise, naming every rank's call, and
 # the group goes on.
-expect_mismatch(lambda: dist.all_reduce(torch.ones(1000 * (rank + 1), device=dev)),
-                "rank 0: all_reduce(Float[1000], op=SUM)", "rank 1: all_reduce(Float[2000], op=SUM)")
+expect_confirmed_mismatch(lambda: dist.all_reduce(torch.ones(1000 * (rank + 1), device=dev)),
+                          "rank 0: all_reduce(Float[1000], op=SUM)", "rank 1: all_reduce(Float[2000], op=SUM)")
 repeat(5)
-expect_mismatch(lambda: dist.all_reduce(torch.ones(1000, device=dev, dtype=[torch.float32, torch.float64][rank])),
-                "Float[1000]", "Double[1000]")
+expect_confirmed_mismatch(lambda: dist.all_reduce(torch.ones(1000, device=dev, dtype=[torch.float32, torch.float64][rank])),
+                          "Float[1000]", "Double[1000]")
 repeat(5)
-expect_mismatch(lambda: dist.all_reduce(torch.ones(1000, device=dev)) if rank == 0
-                else dist.broadcast(torch.ones(10, device=dev), src=0),
-                "rank 0: all_reduce(Float[1000]", "rank 1: broadcast(Float[10], src=0)")
+expect_confirmed_mismatch(lambda: dist.all_reduce(torch.ones(1000, device=dev)) if rank == 0
+                          else dist.broadcast(torch.ones(10, device=dev), src=0),
+                          "rank 0: all_reduce(Float[1000]", "rank 1: broadcast(Float[10], src=0)")
 repeat(5)
 assert counts()["check_rounds"] == 3 + 3 * 3, counts()  # after each error: forgotten, learnt again
 
@@ -332,14 +334,7 @@ except ValueError as e:
 repeat(3, size=256)
 print("OK", rank)
 """
-    if sanitize == "1":
-        body += """
-t = torch.ones(4, device=dev)
-""" + SANITIZED_TAIL
-    for proc in run_ranks(body, DEVX_SIM_SANITIZE=sanitize):
-        assert_child_ok(proc)
-        assert "OK" in proc.stdout
-        assert ("DETECTED True" in proc.stdout) == (sanitize == "1")
+    run_two_ranks_sanitized(body, sanitize)
 
 
 def test_three_ranks_one_of_which_leaves_the_predicted_call():
