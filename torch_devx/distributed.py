@@ -70,10 +70,15 @@ def register() -> None:
         dist.Backend.register_backend(BACKEND, _create, devices=["devx", "cpu"])
 
 
+def _devx_backend(group: Optional[dist.ProcessGroup]) -> Any:
+    """The devx process group behind `group` (default: the world)."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    return pg._get_backend(torch.device(BACKEND))
+
+
 def engine_name(group: Optional[dist.ProcessGroup] = None) -> str:
     """Which engine moves the bytes of devx tensors in `group` (default: the world): gloo or nccl."""
-    pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    return pg._get_backend(torch.device(BACKEND)).engine_name
+    return _devx_backend(group).engine_name
 
 
 def call_check_counts(group: Optional[dist.ProcessGroup] = None) -> dict[str, int]:
@@ -84,8 +89,7 @@ def call_check_counts(group: Optional[dist.ProcessGroup] = None) -> dict[str, in
     (a rank called something else, or a result held the value that marks that). All zero when
     the check is off or the group has one rank.
     """
-    pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    return pg._get_backend(torch.device(BACKEND)).call_check_counts
+    return _devx_backend(group).call_check_counts
 
 
 def map_backend(backend: Any) -> Any:

@@ -138,9 +138,11 @@ def call_as_caller(caller: Optional[FrameType], func: Callable, args: tuple, kwa
     key = (caller.f_code, caller.f_lineno)
     stand_in = _stand_ins.get(key)
     if stand_in is None:
-        code = _stand_in.__code__.replace(co_filename=caller.f_code.co_filename, co_name=_STAND_IN_NAME,
-                                          co_qualname=_STAND_IN_NAME,
-                                          co_firstlineno=caller.f_lineno - _STAND_IN_LINE)
+        names = {"co_name": _STAND_IN_NAME}
+        if sys.version_info >= (3, 11):  # Python 3.10's code objects have no co_qualname
+            names["co_qualname"] = _STAND_IN_NAME
+        code = _stand_in.__code__.replace(co_filename=caller.f_code.co_filename,
+                                          co_firstlineno=caller.f_lineno - _STAND_IN_LINE, **names)
         stand_in = _stand_ins[key] = FunctionType(code, caller.f_globals)
     return stand_in(func, args, kwargs)
 

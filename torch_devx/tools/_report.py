@@ -103,7 +103,7 @@ def _html(result: CompareResult) -> str:
         label = api.name if api.paired else f"{api.name} (only in {'A' if api.name_a else 'B'})"
         if not api.tensors:
             cls = api.verdict if api.paired else "unpaired"
-            parts.append(f"<tr class='{cls}'>{_cell(label)}" + "<td></td>" * 12
+            parts.append(f"<tr class='{cls}'>{_cell(label)}" + "<td></td>" * (len(columns) - 3)
                          + f"<td class='v'>{esc(cls)}</td>{_cell(api.rule)}</tr>")
             continue
         for t in api.tensors:

@@ -193,20 +193,21 @@ def _load_pair(dump_a: str, dump_b: str, step: Optional[int]) -> tuple[Dump, Dum
         return load_dump(dump_a, step), load_dump(dump_b, step)
     paths = (dump_a, dump_b)
     steps: list[list[int]] = []
+    step_folders: dict[str, Dump] = {}  # loaded once, for their step and as the dump itself
     for path in paths:
         if _is_step_folder(path):
-            steps.append([load_dump(path).meta.get("step")])
+            step_folders[path] = load_dump(path)
+            steps.append([step_folders[path].meta.get("step")])
         else:
             steps.append(dump_steps(path))
             if not steps[-1]:
                 load_dump(path)  # raises: not a dump folder
     shared = sorted(set(steps[0]) & set(steps[1]) - {None})
-    if not shared:
-        if all(_is_step_folder(p) for p in paths):
-            return load_dump(dump_a), load_dump(dump_b)  # two step folders: compared as given
+    if not shared and len(step_folders) < 2:
         raise ValueError(f"dumps {dump_a!r} (steps {steps[0]}) and {dump_b!r} (steps {steps[1]}) share no step; "
                          "choose one with step= (--step N), or pass two step folders")
-    a, b = (load_dump(p, None if _is_step_folder(p) else shared[0]) for p in paths)
+    # Two step folders that share no step are compared as given.
+    a, b = (step_folders[p] if p in step_folders else load_dump(p, shared[0]) for p in paths)
     return a, b
 
 
