@@ -247,3 +247,30 @@ def test_record_stream_on_synchronous_streams_reuses_at_once(devx):
     assert y.data_ptr() == ptr
     with pytest.raises(RuntimeError, match="devx:1"):
         torch.empty(4, device="devx").record_stream(torch.devx.Stream(device=1))
+
+
+def test_compute_allocator_entry_points_hand_out_devx_memory():
+    # What the cuda vendor installs as CUDA's pluggable allocator (C functions, called here the
+    # way torch calls them), on whatever vendor this is: the bytes come from the devx allocator.
+    proc = run_python("""
+        import ctypes, torch, torch_devx
+        lib = ctypes.CDLL(torch_devx._C.__file__)
+        malloc, free = lib.devx_compute_malloc, lib.devx_compute_free
+        malloc.restype = ctypes.c_void_p
+        malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        size = 4 << 20
+        before = torch.devx.memory_allocated(1)
+        ptr = malloc(size, 1, None)
+        assert ptr and torch.devx.memory_allocated(1) == before + size
+        assert torch.devx.memory_allocated(0) == 0
+        free(ptr, size, 1, None)
+        assert torch.devx.memory_allocated(1) == before
+        # A pointer devx never handed out is reported, not freed and not fatal.
+        stray = ctypes.create_string_buffer(64)
+        free(ctypes.addressof(stray), 64, 0, None)
+        print("alive")
+    """)
+    assert_child_ok(proc)
+    assert proc.stdout.strip() == "alive"
+    assert "which devx never handed it" in proc.stderr

@@ -17,6 +17,10 @@ from . import _C, _logging
 _logging.install()
 _C._init(os.path.dirname(os.path.abspath(__file__)))
 
+from . import _compute_allocator  # noqa: E402
+
+_compute_allocator.install()
+
 torch.utils.rename_privateuse1_backend("devx")
 
 from . import _environ, device_module  # noqa: E402  (needs the renamed backend)

@@ -1,8 +1,11 @@
 #include "aten/compute_scope.h"
 
+#include "aten/compute_allocator.h"
+
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <array>
 #include <atomic>
@@ -14,6 +17,7 @@
 #include "runtime/exception.h"
 #include "runtime/generator.h"
 #include "runtime/sanitizer.h"
+#include "runtime/stream.h"
 #include "runtime/vendor.h"
 
 namespace devx {
@@ -21,6 +25,8 @@ namespace devx {
 namespace {
 
 int g_compute_type = -1;
+// Whether the compute device has streams (every compute device but the CPU).
+bool g_compute_streams = false;
 c10::DeleterFnPtr g_original_cpu_raw_deleter = nullptr;
 
 // Allocator::raw_allocate/raw_deallocate (used by some CPU kernels for workspaces) free through
@@ -56,9 +62,10 @@ class RoutingCpuAllocator final : public c10::Allocator {
   c10::Allocator* original_;
 };
 
-// The allocator of alias storages. Kept apart from the routing CPU allocator (same behaviour) so
-// that sync_back can tell an alias storage the kernel resized from a storage the kernel made.
-RoutingCpuAllocator* g_alias_allocator = nullptr;
+// The allocator of alias storages. Kept apart from the compute device's own allocator (same
+// behaviour on the CPU) so that sync_back can tell an alias storage the kernel resized from a
+// storage the kernel made.
+c10::Allocator* g_alias_allocator = nullptr;
 
 // An alias storage holds a reference on the devx storage it aliases: the bytes cannot go away
 // while a kernel (or anything it stashed) still sees them.
@@ -76,6 +83,20 @@ c10::Device compute_device_for(c10::DeviceIndex device) {
   auto type = static_cast<c10::DeviceType>(g_compute_type);
   return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, device);
 }
+
+// The alias allocator on a compute device other than the CPU: a kernel that grows an alias (an
+// out= argument of the wrong size) gets devx memory of the scope's device, which sync_back adopts.
+class ComputeDeviceAliasAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    auto device = static_cast<c10::DeviceIndex>(t_route_device >= 0 ? t_route_device : current_device());
+    return devx_allocator()->allocate_on(device, n, compute_device_for(device));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return devx_allocator()->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    DEVX_VENDOR_CHECK(g_vendor->memcpy_sync(dest, src, count, DEVX_MEMCPY_D2D));
+  }
+};
 
 c10::intrusive_ptr<c10::StorageImpl> make_alias_storage(c10::StorageImpl* s, c10::Device compute_device) {
   c10::raw::intrusive_ptr::incref(s);
@@ -241,6 +262,9 @@ c10::Storage devx_storage_for(c10::StorageImpl* s, c10::DeviceIndex device) {
     }
     return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s));
   }
+  if (g_compute_streams && adopt_compute_allocation(s)) {
+    return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s));
+  }
   return {};
 }
 
@@ -262,6 +286,15 @@ c10::Storage devx_storage_or_copy(c10::StorageImpl* s, c10::DeviceIndex device) 
   return storage ? storage : copy_foreign(s, device);
 }
 
+// The compute device's stream that is the devx current stream of `device`. A vendor whose compute
+// device has streams hands out that device's native stream handles, which c10 takes as external
+// stream ids (CUDA: the cudaStream_t itself; NULL, the default stream, is id 0 there too).
+c10::Stream compute_stream(c10::DeviceIndex device, c10::Device compute_device) {
+  DevxStreamHandle handle = getCurrentDevxStream(device).handle();
+  return c10::Stream(c10::Stream::UNSAFE, compute_device,
+                     static_cast<c10::StreamId>(reinterpret_cast<intptr_t>(handle)));
+}
+
 [[noreturn]] void mixed_devices(const at::Tensor& t, c10::DeviceIndex device) {
   TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
               devx_device(device), " and ", t.device(), "! (devx ops take tensors of one devx device; "
@@ -278,9 +311,17 @@ ComputeScope::ComputeScope()
   TORCH_CHECK(g_compute_type >= 0, "devx: vendor '", vendor().name,
               "' runs no ATen kernels on its memory; this op needs a kernel of its own");
   if (g_alias_allocator) t_route_device = device_;
+  if (g_compute_streams) {
+    keep_compute_settings_supported();
+    previous_compute_stream_ =
+        c10::impl::getDeviceGuardImpl(compute_device_.type())->exchangeStream(compute_stream(device_, compute_device_));
+  }
 }
 
 ComputeScope::~ComputeScope() {
+  if (previous_compute_stream_) {
+    c10::impl::getDeviceGuardImpl(compute_device_.type())->exchangeStream(*previous_compute_stream_);
+  }
   t_route_device = previous_route_;
   for (auto& impl : alias_tensors_) recycle_alias(std::move(impl));
   // Those not recycled go now, so that only references from outside count as an escape.
@@ -433,6 +474,7 @@ void install_compute_routing(int compute_device_type) {
   if (compute_device_type >= 0) {
     g_compute_keyset = c10::DispatchKeySet(c10::computeDispatchKey(
         std::nullopt, std::nullopt, static_cast<c10::DeviceType>(compute_device_type)));
+    g_compute_streams = compute_device_type != static_cast<int>(c10::kCPU);
   }
   if (compute_device_type == static_cast<int>(c10::kCPU)) {
     g_original_cpu_raw_deleter = c10::GetCPUAllocator()->raw_deleter();
@@ -440,6 +482,9 @@ void install_compute_routing(int compute_device_type) {
     static RoutingCpuAllocator alias_allocator(c10::GetCPUAllocator());
     g_alias_allocator = &alias_allocator;
     c10::SetCPUAllocator(&routing, /*priority=*/UINT8_MAX);
+  } else if (compute_device_type >= 0) {
+    static ComputeDeviceAliasAllocator alias_allocator;
+    g_alias_allocator = &alias_allocator;
   }
 }
 

@@ -80,6 +80,9 @@ class ComputeScope {
   c10::Device compute_device_;
   c10::DispatchKeySet keyset_;
   int previous_route_;
+  // A compute device with streams of its own (CUDA) issues the op's kernels on its current stream,
+  // which is the devx current stream for the op's duration, so devx streams and events order them.
+  std::optional<c10::Stream> previous_compute_stream_;
 };
 
 // The devx tensor over the same bytes as compute-device tensor `r` (see ComputeScope::out),

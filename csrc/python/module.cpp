@@ -11,6 +11,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include "aten/boxed_compute.h"
+#include "aten/compute_allocator.h"
 #include "aten/compute_scope.h"
 #include "aten/cpu_fallback.h"
 #include "aten/diagnostics.h"
@@ -211,6 +212,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_init", &init, "Load the vendor library from the given directory and set up the op table");
   m.def("_vendor_name", [] { return std::string(devx::vendor().name); });
   m.def("_compute_device_type", [] { return devx::vendor().compute_device_type; });
+  m.def("_route_compute_allocations", &devx::set_compute_allocations_routed,
+        "Called once devx_compute_malloc/devx_compute_free are the compute device's allocator");
+  m.def("_compute_allocations_routed", &devx::compute_allocations_routed);
   m.def("_device_count", [] { return static_cast<int>(devx::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(devx::current_device()); });
   m.def("_set_device", [](int i) { devx::set_device(static_cast<c10::DeviceIndex>(i)); });

@@ -321,6 +321,13 @@ c10::DeviceIndex allocation_device(const c10::DataPtr& ptr) {
   return it->second.first;
 }
 
+std::optional<c10::DeviceIndex> live_allocation_device(const void* ptr) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live.find(const_cast<void*>(ptr));
+  if (it == g_live.end()) return std::nullopt;
+  return it->second.first;
+}
+
 bool free_if_devx_allocation(void* ptr) {
   {
     std::lock_guard<std::mutex> lock(g_mutex);

@@ -6,6 +6,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
 
+#include <optional>
 #include <vector>
 
 namespace devx {
@@ -43,6 +44,8 @@ void check_allocator_settings();
 
 // Frees `ptr` if the devx allocator owns it; false (and nothing done) otherwise.
 bool free_if_devx_allocation(void* ptr);
+// The device of the live devx allocation that starts at `ptr`, or nullopt if there is none.
+std::optional<c10::DeviceIndex> live_allocation_device(const void* ptr);
 
 // A read-only picture of the cache, for memory snapshots.
 struct BlockView {

@@ -86,8 +86,11 @@ typedef struct DevxVendorApi {
   // How op kernels run on this vendor's memory. A vendor either supplies its own kernels (the
   // `kernels` table) or declares that ATen's kernels for this device type run correctly on
   // aliases of its memory (cpu_sim: a host-addressable arena, so CPU kernels; cuda: CUDA
-  // kernels, and then its stream and event handles are cudaStream_t / cudaEvent_t). Values match
-  // c10::DeviceType; -1 means "no generic ATen kernels, only the vendor's own".
+  // kernels, and then its stream and event handles are cudaStream_t / cudaEvent_t). On a compute
+  // device with streams, a stream handle is what c10 takes as an external stream id of that
+  // device (NULL, the default stream, is id 0): the op path makes the devx current stream the
+  // compute device's current stream while its kernels are issued. Values match c10::DeviceType;
+  // -1 means "no generic ATen kernels, only the vendor's own".
   int compute_device_type;
 
   // Initialise the vendor (read its own settings, probe hardware). Called before anything else;

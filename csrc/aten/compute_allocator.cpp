@@ -1,0 +1,91 @@
+#include "aten/compute_allocator.h"
+
+#include <ATen/Context.h>
+#include <c10/core/Allocator.h>
+
+#include <c10/util/StringUtil.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+#include "runtime/log.h"
+#include "runtime/vendor.h"
+
+namespace devx {
+namespace {
+
+std::atomic<bool> g_routed{false};
+// Set by an exit handler registered once routing is on, so it runs before the devx allocator's
+// statics are destroyed: kernels' cached workspaces (cuBLAS's) are freed later still, during
+// torch's own static destruction, when the process no longer needs the bytes back.
+std::atomic<bool> g_exiting{false};
+
+// The block adopt_compute_allocation is taking over on this thread: the compute allocator's
+// deleter, which runs while the storage's DataPtr is replaced, must not free it.
+thread_local void* t_adopting = nullptr;
+
+}  // namespace
+
+void set_compute_allocations_routed() {
+  if (g_routed.exchange(true)) return;
+  std::atexit([] { g_exiting.store(true); });
+}
+
+bool compute_allocations_routed() {
+  return g_routed.load(std::memory_order_relaxed);
+}
+
+void keep_compute_settings_supported() {
+  if (!g_routed.load(std::memory_order_relaxed)) return;
+  at::Context& context = at::globalContext();
+  if (C10_LIKELY(!context.benchmarkCuDNN())) return;
+  context.setBenchmarkCuDNN(false);
+  TORCH_WARN("devx (", vendor().name, " vendor): torch.backends.cudnn.benchmark has been turned off. cuDNN's "
+             "benchmark mode asks CUDA's caching allocator for its largest free block, and devx memory reaches "
+             "ATen's CUDA kernels through torch's pluggable allocator, which cannot answer that.");
+}
+
+bool adopt_compute_allocation(c10::StorageImpl* s) {
+  if (!g_routed.load(std::memory_order_relaxed)) return false;
+  const c10::DataPtr& current = s->data_ptr();
+  void* ptr = current.get();
+  // Only bytes exactly as the storage's allocator handed them out (not a view into them, not a
+  // DataPtr some kernel built over them) are the allocator's to give up.
+  c10::Allocator* allocator = s->allocator();
+  if (ptr == nullptr || allocator == nullptr || current.get_deleter() != allocator->raw_deleter() ||
+      current.get_context() != ptr) {
+    return false;
+  }
+  std::optional<c10::DeviceIndex> device = live_allocation_device(ptr);
+  if (!device) return false;
+  t_adopting = ptr;
+  s->set_data_ptr_noswap(c10::DataPtr(ptr, ptr, devx_allocator()->raw_deleter(), devx_device(*device)));
+  TORCH_INTERNAL_ASSERT(t_adopting == nullptr, "devx: the compute allocator kept ", ptr,
+                        " when its storage was adopted");
+  return true;
+}
+
+}  // namespace devx
+
+void* devx_compute_malloc(size_t size, int device, void* /*stream: the devx current stream is the same one*/) {
+  auto index = static_cast<c10::DeviceIndex>(device);
+  auto type = static_cast<c10::DeviceType>(devx::vendor().compute_device_type);
+  c10::Device reported = type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, index);
+  c10::DataPtr block = devx::devx_allocator()->allocate_on(index, size, reported);
+  // The context is the pointer itself; the compute allocator owns the block until its free.
+  return block.move_context().release();
+}
+
+void devx_compute_free(void* ptr, size_t /*size*/, int /*device*/, void* /*stream*/) {
+  if (devx::g_exiting.load()) return;
+  if (ptr == devx::t_adopting) {
+    devx::t_adopting = nullptr;
+    return;
+  }
+  if (!devx::free_if_devx_allocation(ptr) && devx::log::enabled(devx::log::Module::ALLOC, devx::log::Level::ERROR)) {
+    devx::log::write(devx::log::Module::ALLOC, devx::log::Level::ERROR,
+                     "the compute device's allocator freed " + c10::str(ptr) + ", which devx never handed it");
+  }
+}
