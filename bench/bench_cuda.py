@@ -43,15 +43,19 @@ def child(kind: str, min_time: float) -> None:
 
         if torch_devx.vendor != "cuda":
             sys.exit(f"devx runs on the {torch_devx.vendor!r} vendor here, not cuda (DEVX_VENDOR=cuda, and a GPU)")
+        if not torch_devx._C._compute_allocations_routed():
+            sys.exit("devx's allocator is not CUDA's here, so every result would be copied: not what is measured")
         device = "devx"
     else:
         if not torch.cuda.is_available():
             sys.exit("no CUDA device")
         device = "cuda"
-    print(json.dumps(measure(device, min_time)))
+    times = measure(device, min_time)
+    times["_device"] = torch.cuda.get_device_name() if device == "cuda" else torch.devx.get_device_name()
+    print(json.dumps(times))
 
 
-def run_child(kind: str, min_time: float) -> dict[str, float]:
+def run_child(kind: str, min_time: float) -> dict:
     env = dict(os.environ, DEVX_VENDOR="cuda", DEVX_MOCK_CUDA="0")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--min-time", str(min_time)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -78,10 +82,12 @@ def main() -> None:
         native, devx = run_child("native", args.min_time), run_child("devx", args.min_time)
         native_runs.append(native)
         devx_runs.append(devx)
+        device_name = native.pop("_device")
+        devx.pop("_device")
         for key in native:
             ratios.setdefault(key, []).append(devx[key] / native[key])
 
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; ratio = devx(cuda) / native cuda, "
+    print(f"torch {torch.__version__}, {device_name}; ratio = devx(cuda) / native cuda, "
           f"median of {args.rounds} rounds")
     results: dict[str, float] = {}
     for key, values in ratios.items():

@@ -88,9 +88,10 @@ def test_cudnn_benchmark_is_turned_off_with_a_warning():
     out = run_on_cuda_vendor("""
         import warnings
         import torch, torch_devx
-        torch.backends.cudnn.benchmark = True
         conv = torch.nn.Conv2d(3, 8, 3).to("devx")
         x = torch.randn(2, 3, 16, 16, device="devx")
+        # Set after the tensors are made: any op (randn too) turns it off.
+        torch.backends.cudnn.benchmark = True
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             y = conv(x)
@@ -112,6 +113,15 @@ def test_cuda_in_use_before_import_falls_back_to_copies_with_a_warning():
         assert not torch_devx._C._compute_allocations_routed()
         x = torch.randn(64, 64, device="devx")
         torch.testing.assert_close((x @ x).cpu(), x.cpu() @ x.cpu(), rtol=1e-3, atol=1e-3)
+        # The copies into devx memory are ordered on the devx stream the kernels ran on.
+        big = torch.randn(4096, 4096, device="devx")
+        side = torch.devx.Stream()
+        side.wait_stream(torch.devx.current_stream())
+        with torch.devx.stream(side):
+            y = big @ big
+            z = y[:8, :8] * 2
+        torch.devx.current_stream().wait_stream(side)
+        torch.testing.assert_close(z.cpu(), (big[:8].cpu() @ big.cpu())[:, :8] * 2, rtol=1e-3, atol=1e-2)
         print([str(w.message) for w in caught])
     """)
     assert "was already in use before `import torch_devx`" in out

@@ -337,6 +337,30 @@ def test_legacy_profiler_times_ops_with_devx_events(devx):
     assert rows["aten::mm"].device_time_total > 0
 
 
+def test_cpu_only_and_legacy_profiles_show_only_the_programs_ops():
+    # In a fresh process, so no earlier profile with device activities has loaded the plugin.
+    proc = run_python(
+        """
+        import torch, torch_devx
+        from torch.profiler import profile, ProfilerActivity
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)).to("devx")
+        x = torch.randn(2, 3, 8, 8, device="devx")
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            model(x).sum().backward()
+        with torch.autograd.profiler.profile(use_kineto=False) as legacy:
+            model(x).sum().backward()
+        for names in ({e.name for e in prof.events()}, {e.name for e in legacy.function_events}):
+            # The op itself is there; the simulator's CPU kernels' own ops (mkldnn convolution,
+            # batch norm's backward reductions) are not.
+            assert "aten::convolution_overrideable" in names, sorted(names)
+            assert not [n for n in names if "mkldnn" in n], sorted(names)
+        print("ok")
+        """
+    )
+    assert_child_ok(proc)
+    assert "ok" in proc.stdout
+
+
 def test_async_vendor_device_times_come_from_the_stream():
     proc = run_python(
         """

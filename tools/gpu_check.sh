@@ -6,7 +6,8 @@
 #                                  this machine's nvcc, in .gpu_carry/ (git-ignored; ~50 MB)
 #   tools/gpu_check.sh build       there: installs the tools from .gpu_carry, builds torch_devx
 #                                  against that machine's torch, probes DEVX_VENDOR=cuda
-#   tools/gpu_check.sh tests       there: the cuda vendor's own tests, then the suite on the vendor
+#   tools/gpu_check.sh tests       there: the cuda vendor's own tests, then the suite in-process
+#                                  on the vendor
 #   tools/gpu_check.sh bench       there: bench/bench_cuda.py (devx(cuda) / native cuda)
 #
 # Each stage writes its log to $OUT (the device tool brings that folder back) and fits in one
@@ -58,10 +59,13 @@ print('matmul on devx(cuda) matches the CPU')"
   } 2>&1 | tee "$OUT/build.log"
   ;;
 tests)
+  # The vendor's own tests must pass. The rest of the suite then runs in-process on the vendor
+  # (tests/conftest.py still starts its child processes on cpu_sim, and many tests expect the
+  # simulator's two devices), so its failures are a list to work through, not a verdict.
   {
-    $PY -m pytest -q -rs tests/test_cuda_vendor.py tests/test_cuda_compute.py
-    DEVX_VENDOR=cuda timeout 480 $PY -m pytest -q -rs tests
-  } 2>&1 | tee "$OUT/tests.log" | tail -60
+    timeout 150 $PY -m pytest -q -rs tests/test_cuda_vendor.py tests/test_cuda_compute.py
+    DEVX_VENDOR=cuda timeout 400 $PY -m pytest -q -rs -p no:cacheprovider tests
+  } 2>&1 | tee "$OUT/tests.log" | tail -80
   ;;
 bench)
   $PY bench/bench_cuda.py --rounds 3 --json "$OUT/bench_cuda.json" 2>&1 | tee "$OUT/bench.log"

@@ -9,10 +9,17 @@ reports under mocking) and no copy of each op's result into devx memory.
 It has to happen before CUDA's own allocator serves its first allocation. When something used
 CUDA before ``import torch_devx``, it cannot: devx then copies each op's result into devx memory,
 correct but slower, and says so once.
+
+Torch's pluggable allocator has no record_stream, which ProcessGroupNCCL uses to keep its own
+buffers from being reused while its stream still reads them; TORCH_NCCL_AVOID_RECORD_STREAMS=1
+(unless set otherwise) makes it keep them alive until the collective is waited on instead.
 """
 from __future__ import annotations
 
+import os
 import warnings
+
+import torch
 
 from . import _C
 
@@ -22,7 +29,7 @@ _CUDA = 1
 
 def install() -> bool:
     """Routes the compute device's allocations to devx; False (with a warning) where it cannot."""
-    if _C._compute_device_type() != _CUDA:
+    if _C._compute_device_type() != _CUDA or not torch.backends.cuda.is_built():
         return False
     if _C._compute_allocations_routed():
         return True
@@ -40,4 +47,5 @@ def install() -> bool:
         )
         return False
     _C._route_compute_allocations()
+    os.environ.setdefault("TORCH_NCCL_AVOID_RECORD_STREAMS", "1")
     return True

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 
 #include "runtime/allocator.h"
 #include "runtime/device.h"
@@ -17,10 +18,11 @@ namespace devx {
 namespace {
 
 std::atomic<bool> g_routed{false};
-// Set by an exit handler registered once routing is on, so it runs before the devx allocator's
-// statics are destroyed: kernels' cached workspaces (cuBLAS's) are freed later still, during
-// torch's own static destruction, when the process no longer needs the bytes back.
+// Set by an exit handler registered at the first allocation, after the devx allocator's statics
+// exist, so it runs before they are destroyed: CUDA memory that torch's own statics hold is freed
+// (if ever) during static destruction, when the process no longer needs the bytes back.
 std::atomic<bool> g_exiting{false};
+std::once_flag g_exit_handler;
 
 // The block adopt_compute_allocation is taking over on this thread: the compute allocator's
 // deleter, which runs while the storage's DataPtr is replaced, must not free it.
@@ -29,8 +31,7 @@ thread_local void* t_adopting = nullptr;
 }  // namespace
 
 void set_compute_allocations_routed() {
-  if (g_routed.exchange(true)) return;
-  std::atexit([] { g_exiting.store(true); });
+  g_routed.store(true);
 }
 
 bool compute_allocations_routed() {
@@ -62,18 +63,25 @@ bool adopt_compute_allocation(c10::StorageImpl* s) {
   if (!device) return false;
   t_adopting = ptr;
   s->set_data_ptr_noswap(c10::DataPtr(ptr, ptr, devx_allocator()->raw_deleter(), devx_device(*device)));
-  TORCH_INTERNAL_ASSERT(t_adopting == nullptr, "devx: the compute allocator kept ", ptr,
-                        " when its storage was adopted");
+  const bool released = t_adopting == nullptr;
+  t_adopting = nullptr;
+  TORCH_INTERNAL_ASSERT(released, "devx: the compute allocator kept ", ptr, " when its storage was adopted");
+  // Growing or cloning the storage later allocates devx memory too.
+  s->set_allocator(devx_allocator());
   return true;
 }
 
 }  // namespace devx
 
-void* devx_compute_malloc(size_t size, int device, void* /*stream: the devx current stream is the same one*/) {
+// `stream` is CUDA's current stream, which inside an op is the devx current stream the block is
+// tagged with. Outside one (ProcessGroupNCCL's own buffers) blocks rely on torch's stream-safety
+// without record_stream, which _compute_allocator.py sets up (TORCH_NCCL_AVOID_RECORD_STREAMS).
+void* devx_compute_malloc(size_t size, int device, void* /*stream*/) {
   auto index = static_cast<c10::DeviceIndex>(device);
   auto type = static_cast<c10::DeviceType>(devx::vendor().compute_device_type);
   c10::Device reported = type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, index);
   c10::DataPtr block = devx::devx_allocator()->allocate_on(index, size, reported);
+  std::call_once(devx::g_exit_handler, [] { std::atexit([] { devx::g_exiting.store(true); }); });
   // The context is the pointer itself; the compute allocator owns the block until its free.
   return block.move_context().release();
 }

@@ -16,6 +16,7 @@
 #include "runtime/device.h"
 #include "runtime/exception.h"
 #include "runtime/generator.h"
+#include "runtime/memcpy.h"
 #include "runtime/sanitizer.h"
 #include "runtime/stream.h"
 #include "runtime/vendor.h"
@@ -94,7 +95,7 @@ class ComputeDeviceAliasAllocator final : public c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return devx_allocator()->raw_deleter(); }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    DEVX_VENDOR_CHECK(g_vendor->memcpy_sync(dest, src, count, DEVX_MEMCPY_D2D));
+    copy_device_bytes(dest, src, count, current_device());
   }
 };
 
@@ -272,9 +273,15 @@ c10::Storage copy_foreign(c10::StorageImpl* s, c10::DeviceIndex device) {
   size_t n = s->nbytes();
   sanitizer::DeviceAccess access;
   c10::DataPtr fresh = devx_allocator()->allocate_on(device, n, devx_device(device));
-  if (n > 0) {
-    DevxMemcpyKind kind = g_compute_type == static_cast<int>(c10::kCPU) ? DEVX_MEMCPY_H2D : DEVX_MEMCPY_D2D;
-    DEVX_VENDOR_CHECK(g_vendor->memcpy_sync(fresh.get(), s->data(), n, kind));
+  if (g_compute_type != static_cast<int>(c10::kCPU)) {
+    // Every allocation of a routed compute device is devx memory, adopted rather than copied.
+    if (compute_allocations_routed()) {
+      TORCH_WARN_ONCE("devx: a kernel's result in memory devx did not hand out is copied into devx memory "
+                      "(slower): the results of this torch's CUDA allocator could not be adopted");
+    }
+    copy_device_bytes(fresh.get(), s->data(), n, device);
+  } else if (n > 0) {
+    DEVX_VENDOR_CHECK(g_vendor->memcpy_sync(fresh.get(), s->data(), n, DEVX_MEMCPY_H2D));
   }
   return c10::Storage(c10::Storage::use_byte_size_t(), n, std::move(fresh), devx_allocator(), true);
 }
@@ -310,12 +317,13 @@ ComputeScope::ComputeScope()
       previous_route_(t_route_device) {
   TORCH_CHECK(g_compute_type >= 0, "devx: vendor '", vendor().name,
               "' runs no ATen kernels on its memory; this op needs a kernel of its own");
-  if (g_alias_allocator) t_route_device = device_;
   if (g_compute_streams) {
     keep_compute_settings_supported();
     previous_compute_stream_ =
         c10::impl::getDeviceGuardImpl(compute_device_.type())->exchangeStream(compute_stream(device_, compute_device_));
   }
+  // Last: nothing after it may throw, or the destructor would not restore it.
+  if (g_alias_allocator) t_route_device = device_;
 }
 
 ComputeScope::~ComputeScope() {
@@ -474,7 +482,10 @@ void install_compute_routing(int compute_device_type) {
   if (compute_device_type >= 0) {
     g_compute_keyset = c10::DispatchKeySet(c10::computeDispatchKey(
         std::nullopt, std::nullopt, static_cast<c10::DeviceType>(compute_device_type)));
-    g_compute_streams = compute_device_type != static_cast<int>(c10::kCPU);
+    // Without the compute device's guard (a torch built without it) its kernels cannot run
+    // either; the op fails there with torch's own error, not here.
+    g_compute_streams = compute_device_type != static_cast<int>(c10::kCPU) &&
+                        c10::impl::hasDeviceGuardImpl(static_cast<c10::DeviceType>(compute_device_type));
   }
   if (compute_device_type == static_cast<int>(c10::kCPU)) {
     g_original_cpu_raw_deleter = c10::GetCPUAllocator()->raw_deleter();

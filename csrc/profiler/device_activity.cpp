@@ -166,6 +166,10 @@ DeviceSpan::~DeviceSpan() {
   }
 }
 
+bool thread_observed() {
+  return at::hasThreadLocalCallbacks();
+}
+
 void HiddenOps::hide() {
   if (!at::isRecordFunctionEnabled()) return;  // an enclosing scope hid them already
   at::enableRecordFunction(false);

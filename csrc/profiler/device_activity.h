@@ -6,11 +6,12 @@
 //
 // Off costs one relaxed atomic load at each launch site (recording()).
 //
-// While torch.profiler runs a session of the devx plugin (every profile with devx activities, and
-// CPU-only ones once kineto has loaded the plugin), HiddenOps scopes hide the simulator's own aten
-// calls from it: a kernel computing with ATen's kernels on aliases, or the meta kernels that shape
-// issued work, are not ops of the user's program, and a CUDA user sees only the op. Off, a scope
-// costs one relaxed atomic load.
+// While a profiler observes the thread (torch.profiler, CPU-only too, and the legacy
+// torch.autograd.profiler: RecordFunction callbacks of the thread) or runs a session of the devx
+// plugin, HiddenOps scopes hide the simulator's own aten calls from it: a kernel computing with
+// ATen's kernels on aliases, or the meta kernels that shape issued work, are not ops of the
+// user's program, and a CUDA user sees only the op. Off, a scope costs a relaxed atomic load and
+// a look at the thread's (empty) callback list.
 #pragma once
 
 #include <atomic>
@@ -52,13 +53,17 @@ inline bool session_active() {
   return g_session_active.load(std::memory_order_relaxed);
 }
 
+// Whether RecordFunction callbacks observe this thread (a profiler started on it, or handed to
+// it with the thread-local state, as autograd's threads are).
+bool thread_observed();
+
 // Turns record functions off on this thread for its lifetime while a profiler session runs (see
 // above); the devx op's own row, its device spans and memory events are recorded outside it or
 // do not depend on it.
 class HiddenOps {
  public:
   HiddenOps() {
-    if (C10_UNLIKELY(session_active())) hide();
+    if (C10_UNLIKELY(session_active() || thread_observed())) hide();
   }
   ~HiddenOps() {
     if (C10_UNLIKELY(hidden_)) restore();

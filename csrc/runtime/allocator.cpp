@@ -11,6 +11,7 @@
 #include "runtime/block_pool.h"
 #include "runtime/device.h"
 #include "runtime/exception.h"
+#include "runtime/memcpy.h"
 #include "runtime/mem_check.h"
 #include "runtime/memory_history.h"
 #include "runtime/sanitizer.h"
@@ -217,9 +218,7 @@ c10::DeleterFnPtr DevxAllocator::raw_deleter() const {
 }
 
 void DevxAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
-  if (C10_UNLIKELY(sanitizer::enabled())) sanitizer::check_copy(dest, src, count, DEVX_MEMCPY_D2D);
-  sanitizer::DeviceAccess access;
-  DEVX_VENDOR_CHECK(g_vendor->memcpy_sync(dest, src, count, DEVX_MEMCPY_D2D));
+  copy_device_bytes(dest, src, count, current_device());
 }
 
 bool DevxAllocator::initialized() {

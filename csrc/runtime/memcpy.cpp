@@ -54,4 +54,15 @@ void memcpy_and_wait(void* dst, const void* src, size_t n, DevxMemcpyKind kind, 
   stream.synchronize();
 }
 
+void copy_device_bytes(void* dst, const void* src, size_t n, c10::DeviceIndex device) {
+  if (n == 0) return;
+  if (g_vendor->compute_device_type != static_cast<int>(c10::kCPU)) {
+    memcpy_on_stream(dst, src, n, DEVX_MEMCPY_D2D, getCurrentDevxStream(device));
+    return;
+  }
+  if (C10_UNLIKELY(sanitizer::enabled())) sanitizer::check_copy(dst, src, n, DEVX_MEMCPY_D2D);
+  sanitizer::DeviceAccess access;
+  DEVX_VENDOR_CHECK(g_vendor->memcpy_sync(dst, src, n, DEVX_MEMCPY_D2D));
+}
+
 }  // namespace devx
