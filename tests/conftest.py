@@ -13,6 +13,11 @@ Helpers:
   assert_child_ok(proc)     fail with the child's output unless it exited 0.
   to_cpu(obj)               tensors (in nested tuples/lists/dicts) copied to the CPU.
   assert_close_cpu(a, b)    torch.testing.assert_close after moving `a` and `b` to the CPU.
+Marker:
+  devices(n)                the test needs n devx devices; skipped (with the count) where the
+                            vendor has fewer, as the cuda vendor on a one-GPU machine. A test
+                            parametrized with a second device ("devx:1", torch.device("cuda", 1))
+                            needs 2 without the marker.
 Fixtures:
   devx                      the torch_devx module, with process state restored after the test:
                             no forced fallback, current device 0, CUDA mocking on, default
@@ -22,6 +27,7 @@ Fixtures:
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -135,6 +141,46 @@ def assert_close_cpu(actual: Any, expected: Any, **kwargs: Any) -> None:
     from torch.testing import assert_close
 
     assert_close(to_cpu(actual), to_cpu(expected), **kwargs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "devices(n): the test needs n devx devices")
+
+
+_LATER_DEVICE = re.compile(r"\b(devx|cuda):[1-9]")
+
+
+def _names_a_later_device(value: Any) -> bool:
+    if isinstance(value, str):
+        return bool(_LATER_DEVICE.search(value))
+    if isinstance(value, (tuple, list)):
+        return any(_names_a_later_device(v) for v in value)
+    # A torch.device, recognised without importing torch.
+    if type(value).__module__ == "torch" and type(value).__name__ == "device":
+        return value.type in ("devx", "cuda") and (value.index or 0) >= 1
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    needs = []
+    for item in items:
+        marker = item.get_closest_marker("devices")
+        count = marker.args[0] if marker else 1
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if any(_names_a_later_device(v) for v in params.values()):
+            count = max(count, 2)
+        if count > 1:
+            needs.append((item, count))
+    if not needs:
+        return
+    import torch
+    import torch_devx
+
+    present = torch.devx.device_count()
+    for item, count in needs:
+        if present < count:
+            item.add_marker(pytest.mark.skip(
+                reason=f"needs {count} devx devices; the {torch_devx.vendor} vendor has {present}"))
 
 
 @pytest.fixture

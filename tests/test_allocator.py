@@ -20,6 +20,7 @@ def _fresh(device: int = 1) -> None:
     torch.devx.empty_cache()
 
 
+@pytest.mark.devices(2)
 def test_freed_blocks_are_reused_without_new_segments():
     _fresh()
     x = torch.empty(3 * MiB, dtype=torch.uint8, device="devx:1")
@@ -31,6 +32,7 @@ def test_freed_blocks_are_reused_without_new_segments():
     assert torch.devx.memory_stats(1)["segment.all.current"] == segments
 
 
+@pytest.mark.devices(2)
 def test_small_requests_share_a_segment_and_merge_back():
     _fresh()
     before = torch.devx.memory_stats(1)
@@ -47,6 +49,7 @@ def test_small_requests_share_a_segment_and_merge_back():
     assert torch.devx.memory_stats(1)["reserved_bytes.all.current"] == before["reserved_bytes.all.current"]
 
 
+@pytest.mark.devices(2)
 def test_whole_free_segments_move_between_pools():
     _fresh()
     base = torch.devx.memory_stats(1)
@@ -117,6 +120,7 @@ print("ok")
     assert proc.stdout.strip() == "ok"
 
 
+@pytest.mark.devices(2)
 def test_split_block_serves_a_smaller_request():
     _fresh()
     big = torch.empty(8 * MiB, dtype=torch.uint8, device="devx:1")
@@ -176,6 +180,7 @@ print(torch.ones(4, device="devx").sum().item())
 
 
 
+@pytest.mark.devices(2)
 def test_threads_streams_and_allocations_interleaved():
     """Several threads, each on its own stream and device, allocating, computing and freeing at
     once (ops release the GIL): no deadlock, no crash, right answers, nothing leaked."""
@@ -234,6 +239,7 @@ def test_blocks_are_reused_by_the_stream_that_freed_them(devx):
     torch.devx.synchronize()
 
 
+@pytest.mark.devices(2)
 def test_record_stream_on_synchronous_streams_reuses_at_once(devx):
     """Once the recorded stream has passed the free, the block is reused."""
     n = 3 << 18

@@ -43,6 +43,7 @@ def test_aot_eager_forward_and_backward_match_eager(devx):
         assert_close_cpu(p.grad, q.grad)
 
 
+@pytest.mark.devices(2)
 def test_fake_tensors_in_the_captured_graph_carry_the_devx_device(devx):
     seen: list[torch.device] = []
 
@@ -212,6 +213,7 @@ def test_default_backend_on_cpu_sim_compiles_cpu_graphs_with_inductor(cpu_kernel
     assert_close_cpu(out, fn(x))
 
 
+@pytest.mark.devices(2)
 def test_dynamo_device_interface_for_devx(devx):
     from torch._dynamo.device_interface import get_interface_for_device
 
@@ -279,6 +281,7 @@ def test_checkpointed_dropout_compiled_and_eager_draw_the_same_masks(devx, devic
             assert torch.equal(a, b)
 
 
+@pytest.mark.devices(2)
 def test_rng_state_operators_on_devx_fake_and_real(devx):
     """The RNG-state operators AOT autograd puts into checkpointed graphs: run_with_rng_state
     replays what run_and_save_rng_state drew, on devx and CPU alike; under fake tensors (as inductor

@@ -74,6 +74,7 @@ def test_cuda_style_training_script_runs_on_devx(fallback):
     assert fallback.fallback_stats() == {}
 
 
+@pytest.mark.devices(2)
 def test_cuda_queries_answer_for_devx():
     assert torch.cuda.is_available()
     assert torch.cuda.device_count() == torch.devx.device_count() >= 2
@@ -92,6 +93,7 @@ def test_cuda_queries_answer_for_devx():
     torch.cuda.synchronize(1)
 
 
+@pytest.mark.devices(2)
 def test_cuda_device_selection():
     torch.cuda.set_device(1)
     assert torch.devx.current_device() == 1
@@ -150,6 +152,7 @@ def test_cuda_devices_mean_devx(call, spec, expected):
     assert t.is_cuda and t.is_devx
 
 
+@pytest.mark.devices(2)
 def test_tensor_cuda_method_and_is_cuda():
     cpu = torch.arange(4.0)
     assert not cpu.is_cuda
@@ -182,6 +185,7 @@ def test_module_moves_to_cuda_mean_devx(move, expected):
     assert m(torch.ones(1, 3, device=expected, dtype=m.weight.dtype)).device == expected
 
 
+@pytest.mark.devices(2)
 def test_load_checkpoint_with_cuda_map_location(tmp_path):
     """torch.load(path, map_location=device) with device = torch.device("cuda"), as CUDA scripts
     load their checkpoints."""

@@ -92,6 +92,7 @@ def test_counts_increase_by_exactly_the_number_of_calls(fallback, calls):
     assert fallback.fallback_stats() == {k: v * calls for k, v in once.items()}
 
 
+@pytest.mark.devices(2)
 def test_fallback_on_the_second_device(fallback):
     x = torch.randn(16)
     got = torch.fft.fft(x.devx(1))
@@ -225,6 +226,7 @@ def test_forced_op_returning_a_tuple(ab, fallback):
     assert fallback.fallback_stats() == {"max.dim": 2}
 
 
+@pytest.mark.devices(2)
 def test_forced_op_on_the_second_device(fallback):
     fallback.set_force_fallback(["mul.Tensor"])
     a1, b1 = A.devx(1), B.devx(1)

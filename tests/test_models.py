@@ -86,6 +86,7 @@ def test_cnn_training_matches_cpu(fallback):
     assert ran_on_cpu == {}, f"ops on the CPU fallback during training: {ran_on_cpu}"
 
 
+@pytest.mark.devices(2)
 def test_cnn_training_on_the_second_device(fallback):
     ran_on_cpu = compare_runs("cnn", sgd, fallback, steps=2, device="devx:1")
     assert ran_on_cpu == {}, ran_on_cpu
@@ -267,7 +268,8 @@ class TiedLM(nn.Module):
         return self.lm_head(torch.tanh(self.mix(self.wte(tok))))
 
 
-@pytest.mark.parametrize("move", ["cuda", "to_devx", "to_devx1", "devx_method", "to_cuda_device"])
+@pytest.mark.parametrize("move", ["cuda", "to_devx", pytest.param("to_devx1", marks=pytest.mark.devices(2)),
+                                  "devx_method", "to_cuda_device"])
 def test_weight_tying_survives_the_move_and_gets_both_gradients(fallback, move):
     torch.manual_seed(0)
     m = TiedLM()
@@ -324,6 +326,7 @@ def test_parameter_identity_lets_an_earlier_optimizer_train_the_moved_model(fall
         assert_close(p.detach().cpu(), q.detach(), atol=ATOL, rtol=RTOL)
 
 
+@pytest.mark.devices(2)
 def test_module_round_trip_keeps_identity_and_values(fallback):
     m = nn.Linear(3, 3)
     w = m.weight

@@ -68,6 +68,7 @@ def test_table_sorted_by_device_time_lists_the_heavy_kernel_first(devx):
     assert "Self DEVX" in table
 
 
+@pytest.mark.devices(2)
 def test_chrome_trace_has_device_rows_flows_and_kernels_inside_their_ops(devx, tmp_path):
     x = torch.randn(64, 64, device="devx")
     side = torch.devx.Stream()
@@ -170,6 +171,7 @@ def test_profile_memory_reports_devx_allocations(devx):
     assert any(e.device_memory_usage == -(1 << 20) for e in memory)
 
 
+@pytest.mark.devices(2)
 def test_memory_events_of_devx_are_in_the_trace(devx, tmp_path):
     with profile(activities=DEVICE_ACTIVITIES, profile_memory=True) as prof:
         a = torch.empty(1 << 20, dtype=torch.uint8, device="devx:1")

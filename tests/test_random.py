@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -38,6 +39,7 @@ def test_dropout_forward_and_backward_match_cpu():
     assert torch.equal(xc.grad, xd.grad.cpu())
 
 
+@pytest.mark.devices(2)
 def test_generators_and_rng_state():
     g = torch.Generator(device="devx")
     assert g.device == torch.device("devx", 0)

@@ -23,6 +23,7 @@ def test_pool_streams_priorities_and_current_stream():
     assert x.sum().item() == 30
 
 
+@pytest.mark.devices(2)
 def test_stream_context_switches_device():
     s1 = torch.devx.Stream(device=1)
     assert s1.device == torch.device("devx", 1)

@@ -91,6 +91,7 @@ def test_copy_devx_to_devx_same_device():
     assert torch.equal(c.cpu(), SRC) and torch.equal(dst.cpu(), SRC)
 
 
+@pytest.mark.devices(2)
 def test_copy_between_devices_both_ways():
     d0 = SRC.devx(0)
     d1 = d0.to("devx:1")
@@ -111,6 +112,7 @@ def test_copy_between_devices_both_ways():
         assert torch.equal(torch.empty(4, 6, device="devx:0").copy_(d1).cpu(), SRC)
 
 
+@pytest.mark.devices(2)
 def test_non_blocking_copies():
     d = SRC.to("devx", non_blocking=True)
     assert torch.equal(d.cpu(), SRC)
@@ -131,6 +133,7 @@ NON_CONTIGUOUS_SOURCES = {
 }
 
 
+@pytest.mark.devices(2)
 @pytest.mark.parametrize("layout", list(NON_CONTIGUOUS_SOURCES))
 def test_non_contiguous_sources(layout):
     make = NON_CONTIGUOUS_SOURCES[layout]
@@ -433,6 +436,7 @@ def test_partial_overlap_is_rejected_as_on_the_cpu(op):
 # --- .item() and printing
 
 
+@pytest.mark.devices(2)
 def test_item():
     assert torch.tensor(3.5).devx().item() == 3.5
     assert torch.tensor([7, 8]).devx()[1].item() == 8
@@ -449,6 +453,7 @@ def test_item():
         x.item()  # more than one element
 
 
+@pytest.mark.devices(2)
 def test_printing():
     t = torch.tensor([1.5, 2.25]).devx()
     r = repr(t)
@@ -468,6 +473,7 @@ def test_printing():
 # --- memory accounting
 
 
+@pytest.mark.devices(2)
 def test_memory_stats_follow_allocations():
     gc.collect()  # tensors of earlier tests waiting in reference cycles would be freed mid-test
     torch.devx.synchronize()
@@ -543,6 +549,7 @@ def test_out_of_memory_then_normal_use():
 # --- mixing devices
 
 
+@pytest.mark.devices(2)
 def test_mixing_devices_raises():
     a0 = torch.ones(3, device="devx:0")
     a1 = torch.ones(3, device="devx:1")

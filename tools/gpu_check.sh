@@ -59,9 +59,9 @@ print('matmul on devx(cuda) matches the CPU')"
   } 2>&1 | tee "$OUT/build.log"
   ;;
 tests)
-  # The vendor's own tests must pass. The rest of the suite then runs in-process on the vendor
-  # (tests/conftest.py still starts its child processes on cpu_sim, and many tests expect the
-  # simulator's two devices), so its failures are a list to work through, not a verdict.
+  # The vendor's own tests, then the suite in-process on the vendor: tests that need two devices
+  # skip on a one-GPU machine (the `devices` marker), and tests/conftest.py still starts its child
+  # processes on cpu_sim.
   {
     timeout 150 $PY -m pytest -q -rs tests/test_cuda_vendor.py tests/test_cuda_compute.py
     DEVX_VENDOR=cuda timeout 400 $PY -m pytest -q -rs -p no:cacheprovider tests
