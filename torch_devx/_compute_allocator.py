@@ -31,8 +31,6 @@ def install() -> bool:
     """Routes the compute device's allocations to devx; False (with a warning) where it cannot."""
     if _C._compute_device_type() != _CUDA or not torch.backends.cuda.is_built():
         return False
-    if _C._compute_allocations_routed():
-        return True
     from torch.cuda import memory
 
     allocator = memory.CUDAPluggableAllocator(_C.__file__, "devx_compute_malloc", "devx_compute_free")

@@ -1,8 +1,9 @@
 #include "aten/compute_allocator.h"
 
+#include "aten/compute_scope.h"
+
 #include <ATen/Context.h>
 #include <c10/core/Allocator.h>
-
 #include <c10/util/StringUtil.h>
 
 #include <atomic>
@@ -78,9 +79,7 @@ bool adopt_compute_allocation(c10::StorageImpl* s) {
 // without record_stream, which _compute_allocator.py sets up (TORCH_NCCL_AVOID_RECORD_STREAMS).
 void* devx_compute_malloc(size_t size, int device, void* /*stream*/) {
   auto index = static_cast<c10::DeviceIndex>(device);
-  auto type = static_cast<c10::DeviceType>(devx::vendor().compute_device_type);
-  c10::Device reported = type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, index);
-  c10::DataPtr block = devx::devx_allocator()->allocate_on(index, size, reported);
+  c10::DataPtr block = devx::devx_allocator()->allocate_on(index, size, devx::compute_device_for(index));
   std::call_once(devx::g_exit_handler, [] { std::atexit([] { devx::g_exiting.store(true); }); });
   // The context is the pointer itself; the compute allocator owns the block until its free.
   return block.move_context().release();

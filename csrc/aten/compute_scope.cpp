@@ -80,11 +80,6 @@ c10::DispatchKeySet compute_keyset() {
   return g_compute_keyset;
 }
 
-c10::Device compute_device_for(c10::DeviceIndex device) {
-  auto type = static_cast<c10::DeviceType>(g_compute_type);
-  return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, device);
-}
-
 // The alias allocator on a compute device other than the CPU: a kernel that grows an alias (an
 // out= argument of the wrong size) gets devx memory of the scope's device, which sync_back adopts.
 class ComputeDeviceAliasAllocator final : public c10::Allocator {
@@ -263,7 +258,7 @@ c10::Storage devx_storage_for(c10::StorageImpl* s, c10::DeviceIndex device) {
     }
     return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s));
   }
-  if (g_compute_streams && adopt_compute_allocation(s)) {
+  if (adopt_compute_allocation(s)) {
     return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s));
   }
   return {};
@@ -501,6 +496,11 @@ void install_compute_routing(int compute_device_type) {
 
 int compute_device_type() {
   return g_compute_type;
+}
+
+c10::Device compute_device_for(c10::DeviceIndex device) {
+  auto type = static_cast<c10::DeviceType>(g_compute_type);
+  return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, device);
 }
 
 }  // namespace devx

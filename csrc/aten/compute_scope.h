@@ -93,5 +93,7 @@ at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device);
 // Installs the routing compute-device allocator. Called once the vendor is known.
 void install_compute_routing(int compute_device_type);
 int compute_device_type();
+// The compute-device view of devx device `device` (the CPU, or the same index of the compute device).
+c10::Device compute_device_for(c10::DeviceIndex device);
 
 }  // namespace devx

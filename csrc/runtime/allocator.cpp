@@ -328,10 +328,7 @@ std::optional<c10::DeviceIndex> live_allocation_device(const void* ptr) {
 }
 
 bool free_if_devx_allocation(void* ptr) {
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (g_live.find(ptr) == g_live.end()) return false;
-  }
+  if (!live_allocation_device(ptr)) return false;
   free_allocation(ptr);
   return true;
 }
