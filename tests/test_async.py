@@ -234,7 +234,7 @@ assert torch.devx.memory_reserved() == 4 << 20   # x's segment alone
 big = []
 check(lambda: big.append(torch.empty(3 * n, device="devx")))   # 12 MiB: only after y's segment is back
 assert big[0].shape == (3 * n,) and torch.devx.memory_stats()["num_alloc_retries"] >= 1
-""", DEVX_SIM_ASYNC="1", DEVX_SIM_VENDOR_KERNELS="1", DEVX_SIM_MEMORY="16MiB")
+""", DEVX_SIM_ASYNC="1", DEVX_SIM_KERNELS="own", DEVX_SIM_MEMORY="16MiB")
     assert_child_ok(proc)
 
 

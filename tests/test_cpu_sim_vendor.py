@@ -10,7 +10,6 @@ fails the test with the child's output when the child fails.
 from __future__ import annotations
 
 import ctypes
-import enum
 import os
 import shutil
 import subprocess
@@ -22,91 +21,14 @@ from typing import Callable, Optional, Union
 
 import pytest
 
+from vendor_abi import (API_VERSION, DEVICE_FUNCTIONS, KERNEL_ABI_VERSION, P, HostFn,
+                        Status, VendorApi, c_float, c_size_t, c_void_p)
+
 REPO = Path(__file__).resolve().parents[1]
 LIB_NAME = "libdevx_vendor_cpu_sim.so"
-API_VERSION = 3
 C10_DEVICE_TYPE_CPU = 0
 MiB = 1 << 20
 GiB = 1 << 30
-
-
-class Status(enum.IntEnum):
-    OK = 0
-    ERROR = 1
-    OOM = 2
-    INVALID = 3
-    NOT_READY = 4
-    NO_DEVICE = 5
-
-
-class MemcpyKind(enum.IntEnum):
-    H2D = 0
-    D2H = 1
-    D2D = 2
-    H2H = 3
-
-
-c_int, c_size_t, c_void_p, c_float = ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_float
-P = ctypes.POINTER
-HostFn = ctypes.CFUNCTYPE(None, c_void_p)
-
-
-def _fn(*args: type) -> type:
-    return ctypes.CFUNCTYPE(c_int, *args)
-
-
-class DeviceProperties(ctypes.Structure):
-    _fields_ = [
-        ("name", ctypes.c_char * 256),
-        ("total_memory", c_size_t),
-        ("major", c_int),
-        ("minor", c_int),
-        ("multi_processor_count", c_int),
-        ("is_integrated", c_int),
-    ]
-
-
-class VendorKernel(ctypes.Structure):
-    _fields_ = [("op", ctypes.c_char_p), ("fn", c_void_p)]
-
-
-# Stream and event handles are opaque pointers: c_void_p, None for the default stream.
-class VendorApi(ctypes.Structure):
-    _fields_ = [
-        ("api_version", c_int),
-        ("name", ctypes.c_char_p),
-        ("compute_device_type", c_int),
-        ("init", _fn()),
-        ("last_error", ctypes.CFUNCTYPE(ctypes.c_char_p)),
-        ("device_count", _fn(P(c_int))),
-        ("get_device", _fn(P(c_int))),
-        ("set_device", _fn(c_int)),
-        ("device_properties", _fn(c_int, P(DeviceProperties))),
-        ("device_synchronize", _fn(c_int)),
-        ("malloc", _fn(c_int, c_size_t, P(c_void_p))),
-        ("free", _fn(c_int, c_void_p)),
-        ("mem_get_info", _fn(c_int, P(c_size_t), P(c_size_t))),
-        ("host_malloc", _fn(c_size_t, P(c_void_p))),
-        ("host_free", _fn(c_void_p)),
-        ("memcpy_sync", _fn(c_void_p, c_void_p, c_size_t, c_int)),
-        ("memcpy_async", _fn(c_void_p, c_void_p, c_size_t, c_int, c_void_p)),
-        ("memset_sync", _fn(c_void_p, c_int, c_size_t)),
-        ("memset_async", _fn(c_void_p, c_int, c_size_t, c_void_p)),
-        ("stream_priority_range", _fn(P(c_int), P(c_int))),
-        ("stream_create", _fn(c_int, c_int, P(c_void_p))),
-        ("stream_destroy", _fn(c_void_p)),
-        ("stream_synchronize", _fn(c_void_p)),
-        ("stream_query", _fn(c_void_p)),
-        ("stream_wait_event", _fn(c_void_p, c_void_p)),
-        ("launch_host_func", _fn(c_void_p, HostFn, c_void_p)),
-        ("event_create", _fn(c_int, c_int, P(c_void_p))),
-        ("event_destroy", _fn(c_void_p)),
-        ("event_record", _fn(c_void_p, c_void_p)),
-        ("event_synchronize", _fn(c_void_p)),
-        ("event_query", _fn(c_void_p)),
-        ("event_elapsed_ms", _fn(c_void_p, c_void_p, P(c_float))),
-        ("kernels", P(VendorKernel)),
-    ]
 
 
 def find_library() -> tuple[Optional[Path], list[Path]]:
@@ -183,7 +105,8 @@ CompileHelper = Callable[..., Path]
 PRELUDE = """
 import ctypes, sys, threading, time
 sys.path.insert(0, {tests_dir!r})
-from test_cpu_sim_vendor import GiB, MiB, DeviceProperties, HostFn, MemcpyKind, Sim, Status
+from test_cpu_sim_vendor import GiB, MiB, Sim
+from vendor_abi import DeviceProperties, HostFn, MemcpyKind, Status
 from ctypes import byref, c_float, c_int, c_size_t, c_void_p
 sim = Sim({lib!r})
 api = sim.api
@@ -257,9 +180,11 @@ def test_table(lib_path: Path) -> None:
     assert api.api_version == API_VERSION
     assert api.name == b"cpu_sim"
     assert api.compute_device_type == C10_DEVICE_TYPE_CPU
-    # Its own kernels are offered only with DEVX_SIM_VENDOR_KERNELS=1, read by init().
+    assert api.kernel_abi_version == KERNEL_ABI_VERSION
+    assert api.collective_engine == b"gloo"
+    # Its own kernels are offered unless DEVX_SIM_KERNELS=aten (the default), read by init().
     assert api.kernels[0].op is None and api.kernels[0].fn is None
-    functions = [name for name, _ in VendorApi._fields_[3:]]
+    functions = [name for name, _ in DEVICE_FUNCTIONS] + ["op_supported", "async_host_streams"]
     missing = [name for name in functions if not getattr(api, name)]
     assert not missing, f"null entries: {missing}"
 

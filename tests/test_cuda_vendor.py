@@ -8,7 +8,6 @@ in a subprocess, because a vendor that crashes on a GPU-less machine would take 
 from __future__ import annotations
 
 import ctypes
-import enum
 import json
 import os
 import subprocess
@@ -18,90 +17,14 @@ from typing import Iterator, Optional
 
 import pytest
 
+from vendor_abi import (API_VERSION, DEVICE_FUNCTIONS, KERNEL_ABI_VERSION, P, DeviceProperties, DType, HostFn,
+                        KernelContext, MemcpyKind, Status, Tensor, VendorApi, c_float, c_int,
+                        c_size_t, c_void_p)
+
 REPO = Path(__file__).resolve().parents[1]
 LIB_NAME = "libdevx_vendor_cuda.so"
-API_VERSION = 3
 C10_DEVICE_TYPE_CUDA = 1
 MiB = 1 << 20
-
-
-class Status(enum.IntEnum):
-    OK = 0
-    ERROR = 1
-    OOM = 2
-    INVALID = 3
-    NOT_READY = 4
-    NO_DEVICE = 5
-
-
-class MemcpyKind(enum.IntEnum):
-    H2D = 0
-    D2H = 1
-    D2D = 2
-    H2H = 3
-
-
-c_int, c_size_t, c_void_p, c_float = ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_float
-P = ctypes.POINTER
-HostFn = ctypes.CFUNCTYPE(None, c_void_p)
-
-
-def _fn(*args: type) -> type:
-    return ctypes.CFUNCTYPE(c_int, *args)
-
-
-class DeviceProperties(ctypes.Structure):
-    _fields_ = [
-        ("name", ctypes.c_char * 256),
-        ("total_memory", c_size_t),
-        ("major", c_int),
-        ("minor", c_int),
-        ("multi_processor_count", c_int),
-        ("is_integrated", c_int),
-    ]
-
-
-class VendorKernel(ctypes.Structure):
-    _fields_ = [("op", ctypes.c_char_p), ("fn", c_void_p)]
-
-
-# Stream and event handles are opaque pointers: c_void_p, None for the default stream.
-class VendorApi(ctypes.Structure):
-    _fields_ = [
-        ("api_version", c_int),
-        ("name", ctypes.c_char_p),
-        ("compute_device_type", c_int),
-        ("init", _fn()),
-        ("last_error", ctypes.CFUNCTYPE(ctypes.c_char_p)),
-        ("device_count", _fn(P(c_int))),
-        ("get_device", _fn(P(c_int))),
-        ("set_device", _fn(c_int)),
-        ("device_properties", _fn(c_int, P(DeviceProperties))),
-        ("device_synchronize", _fn(c_int)),
-        ("malloc", _fn(c_int, c_size_t, P(c_void_p))),
-        ("free", _fn(c_int, c_void_p)),
-        ("mem_get_info", _fn(c_int, P(c_size_t), P(c_size_t))),
-        ("host_malloc", _fn(c_size_t, P(c_void_p))),
-        ("host_free", _fn(c_void_p)),
-        ("memcpy_sync", _fn(c_void_p, c_void_p, c_size_t, c_int)),
-        ("memcpy_async", _fn(c_void_p, c_void_p, c_size_t, c_int, c_void_p)),
-        ("memset_sync", _fn(c_void_p, c_int, c_size_t)),
-        ("memset_async", _fn(c_void_p, c_int, c_size_t, c_void_p)),
-        ("stream_priority_range", _fn(P(c_int), P(c_int))),
-        ("stream_create", _fn(c_int, c_int, P(c_void_p))),
-        ("stream_destroy", _fn(c_void_p)),
-        ("stream_synchronize", _fn(c_void_p)),
-        ("stream_query", _fn(c_void_p)),
-        ("stream_wait_event", _fn(c_void_p, c_void_p)),
-        ("launch_host_func", _fn(c_void_p, HostFn, c_void_p)),
-        ("event_create", _fn(c_int, c_int, P(c_void_p))),
-        ("event_destroy", _fn(c_void_p)),
-        ("event_record", _fn(c_void_p, c_void_p)),
-        ("event_synchronize", _fn(c_void_p)),
-        ("event_query", _fn(c_void_p)),
-        ("event_elapsed_ms", _fn(c_void_p, c_void_p, P(c_float))),
-        ("kernels", P(VendorKernel)),
-    ]
 
 
 def find_library() -> tuple[Optional[Path], list[Path]]:
@@ -201,10 +124,12 @@ def test_table(lib_path: Path) -> None:
     assert api.api_version == API_VERSION
     assert api.name == b"cuda"
     assert api.compute_device_type == C10_DEVICE_TYPE_CUDA
+    assert api.kernel_abi_version == KERNEL_ABI_VERSION
+    assert api.collective_engine == b"nccl"
     # Its own kernels: softmax forward (cuda_softmax.cu), then the terminator.
-    assert api.kernels[0].op == b"_softmax" and api.kernels[0].fn
+    assert api.kernels[0].op == b"_softmax.out" and api.kernels[0].fn
     assert api.kernels[1].op is None and api.kernels[1].fn is None
-    missing = [name for name, _ in VendorApi._fields_ if not getattr(api, name)]
+    missing = [name for name, _ in DEVICE_FUNCTIONS if not getattr(api, name)]
     assert not missing, f"null entries: {missing}"
 
 
@@ -355,13 +280,7 @@ if __name__ == "__main__":
     print(json.dumps(probe(Path(sys.argv[1]))))
 
 
-class TensorDesc(ctypes.Structure):
-    _fields_ = [("data", c_void_p), ("dtype", c_int), ("ndim", c_int),
-                ("sizes", P(ctypes.c_int64)), ("strides", P(ctypes.c_int64))]
-
-
-SoftmaxKernel = ctypes.CFUNCTYPE(c_int, P(TensorDesc), c_int, P(TensorDesc), c_void_p)
-DEVX_FLOAT32, DEVX_FLOAT16 = 0, 2
+SoftmaxKernel = ctypes.CFUNCTYPE(c_int, P(KernelContext), P(Tensor), ctypes.c_int64, c_int, P(Tensor))
 
 
 def test_own_softmax_kernel_matches_a_reference(api: VendorApi, device_buffer: int, stream: int) -> None:
@@ -380,15 +299,16 @@ def test_own_softmax_kernel_matches_a_reference(api: VendorApi, device_buffer: i
     check(api, api.malloc(0, count * 4, ctypes.byref(out)))
     try:
         check(api, api.memcpy_sync(device_buffer, host, count * 4, MemcpyKind.H2D))
-        src = TensorDesc(device_buffer, DEVX_FLOAT32, 3, sizes, strides)
-        dst = TensorDesc(out, DEVX_FLOAT32, 3, sizes, strides)
-        check(api, softmax(ctypes.byref(src), 1, ctypes.byref(dst), stream))
+        src = Tensor(device_buffer, DType.FLOAT32, 3, sizes, strides, 0, 0)
+        dst = Tensor(out, DType.FLOAT32, 3, sizes, strides, 0, 0)
+        ctx = KernelContext(device=0, stream=stream)
+        check(api, softmax(ctypes.byref(ctx), ctypes.byref(src), 1, 0, ctypes.byref(dst)))
         check(api, api.stream_synchronize(stream))
         result = (ctypes.c_float * count)()
         check(api, api.memcpy_sync(result, out, count * 4, MemcpyKind.D2H))
         # A declined case: float16 is not handled, and says so without touching memory.
-        half = TensorDesc(device_buffer, DEVX_FLOAT16, 3, sizes, strides)
-        assert softmax(ctypes.byref(half), 1, ctypes.byref(half), stream) == Status.INVALID
+        half = Tensor(device_buffer, DType.FLOAT16, 3, sizes, strides, 0, 0)
+        assert softmax(ctypes.byref(ctx), ctypes.byref(half), 1, 0, ctypes.byref(half)) == Status.DECLINED
     finally:
         check(api, api.free(0, out))
     for o in range(outer):

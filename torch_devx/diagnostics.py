@@ -16,6 +16,28 @@ def reset_fallback_stats() -> None:
     _C._reset_fallback_stats()
 
 
+def kernel_stats() -> dict[str, Any]:
+    """Which kernels ran since the last reset_kernel_stats():
+    'vendor': calls per kernel of the vendor's own library ("add.out" -> count);
+    'declined': calls the vendor's kernel declined, per (op, reason) (the reason is the dtype of
+    the op's first tensor, or what the kernel ABI cannot carry), which then ran ATen's kernel or
+    the CPU fallback; 'aten': calls of ATen's kernels of the compute device on devx memory."""
+    calls, declined = _C._vendor_kernel_stats()
+    return {
+        "vendor": dict(calls),
+        "declined": {(op, reason): n for op, reason, n in declined},
+        "aten": _C._compute_calls() - _compute_calls_at_reset[0],
+    }
+
+
+_compute_calls_at_reset = [0]
+
+
+def reset_kernel_stats() -> None:
+    _C._reset_vendor_kernel_stats()
+    _compute_calls_at_reset[0] = _C._compute_calls()
+
+
 def set_force_fallback(patterns: list[str] | None) -> None:
     """Force ops matching any regex (overload names like 'add.out' or base names like 'conv2d')
     to the CPU fallback; None or [] turns it off. Same as DIPU_FORCE_FALLBACK_OPS_LIST."""

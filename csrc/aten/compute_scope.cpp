@@ -305,6 +305,14 @@ c10::Stream compute_stream(c10::DeviceIndex device, c10::Device compute_device) 
 
 }  // namespace
 
+namespace {
+std::atomic<uint64_t> g_compute_calls{0};
+}  // namespace
+
+uint64_t compute_calls() {
+  return g_compute_calls.load(std::memory_order_relaxed);
+}
+
 ComputeScope::ComputeScope()
     : device_(current_device()),
       compute_device_(compute_device_for(device_)),
@@ -312,6 +320,7 @@ ComputeScope::ComputeScope()
       previous_route_(t_route_device) {
   TORCH_CHECK(g_compute_type >= 0, "devx: vendor '", vendor().name,
               "' runs no ATen kernels on its memory; this op needs a kernel of its own");
+  g_compute_calls.fetch_add(1, std::memory_order_relaxed);
   if (g_compute_streams) {
     keep_compute_settings_supported();
     previous_compute_stream_ =

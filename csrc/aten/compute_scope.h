@@ -90,6 +90,10 @@ class ComputeScope {
 at::Tensor alias_to_devx(const at::Tensor& r, c10::DeviceIndex device);
 at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device);
 
+// How many ComputeScopes (calls of ATen's kernels of the compute device on devx memory) this
+// process has opened: what "no ATen compute" is measured by.
+uint64_t compute_calls();
+
 // Installs the routing compute-device allocator. Called once the vendor is known.
 void install_compute_routing(int compute_device_type);
 int compute_device_type();

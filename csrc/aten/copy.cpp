@@ -14,6 +14,8 @@
 #include "aten/async_ops.h"
 #include "aten/compute_scope.h"
 #include "aten/tensor_ops.h"
+#include "aten/vendor_call.h"
+#include "devx_kernels.h"
 #include "profiler/device_activity.h"
 #include "runtime/device.h"
 #include "runtime/memcpy.h"
@@ -37,7 +39,24 @@ size_t nbytes(const at::Tensor& t) {
   return static_cast<size_t>(t.numel()) * t.element_size();
 }
 
+// The vendor's own copy kernel (copy.out), where it has one and takes the case.
+bool vendor_copy(const at::Tensor& dst, const at::Tensor& src) {
+  static const int kernel = kernel_index("copy.out");
+  if (kernel < 0 || !g_vendor_kernels[kernel]) return false;
+  // Conjugate and negative views are resolved by ATen's copy.
+  if (dst.is_conj() || src.is_conj() || dst.is_neg() || src.is_neg()) return false;
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, src);
+  VendorCall call(-1, kernel);
+  auto* fn = reinterpret_cast<DevxKernel_copy_out>(g_vendor_kernels[kernel]);
+  const DevxTensor* self = call.arg(dst);
+  const DevxTensor* source = call.arg(src);
+  DevxTensor* out = call.out(dst);
+  return call.finish(call.ready() ? fn(call.context(), self, source, 0, out) : DEVX_DECLINED);
+}
+
 void issue_copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
+  if (vendor_copy(dst, src)) return;
   if (C10_UNLIKELY(g_async_host_streams) && async::issuing()) {
     // The copy kernel's own checks would only surface at the next wait.
     at::assert_no_internal_overlap(dst);

@@ -1,5 +1,4 @@
 #include "aten/op_registry.h"
-#include "aten/vendor_kernels.h"
 
 #include <map>
 
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "aten/compute_scope.h"
+#include "aten/vendor_call.h"
 #include "aten/cpu_fallback.h"
 #include "runtime/log.h"
 #include "runtime/vendor.h"
@@ -44,8 +44,10 @@ bool vendor_supports(const std::string& op) {
 void init_kernel_table() {
   resolve_handles();
   const DevxVendorApi& v = vendor();
-  std::unordered_map<std::string, void*> own;
-  for (const DevxVendorKernel* k = v.kernels; k && k->op; ++k) own.emplace(k->op, k->fn);
+  for (const std::string& op : bind_vendor_kernels(v.kernels)) {
+    log::warn(log::Module::OPS, std::string("vendor ") + v.name + " brings a kernel for '" + op +
+                                    "', which is not a kernel of this build's ABI; it is not used");
+  }
   std::optional<c10::DispatchKey> compute_key;
   if (v.compute_device_type >= 0) {
     compute_key = c10::computeDispatchKey(std::nullopt, std::nullopt,
@@ -56,26 +58,20 @@ void init_kernel_table() {
     const bool computes = compute_key && g_handles[i].hasComputedKernelForDispatchKey(*compute_key) &&
                           vendor_supports(op_overload_name(i));
     void* otherwise = computes ? g_compute_kernels[i] : nullptr;
-    auto it = own.find(op_overload_name(i));
-    if (it != own.end()) {
-      void* fn = it->second;
-      own.erase(it);
-      if (void* adapter = adapt_vendor_kernel(i, fn, otherwise)) {
-        g_kernels[i] = adapter;
-        g_sources[i] = KernelSource::kVendor;
-        ++native;
-        continue;
-      }
-      log::warn(log::Module::OPS, std::string("vendor ") + v.name + " brings a kernel for " +
-                                      op_overload_name(i) + ", which the core has no adapter for; it is not used");
+    g_declined_kernels[i] = otherwise;
+    const int k = kOpKernel[i];
+    // An adapter learns the results' shapes from the op's meta function.
+    const bool adaptable = g_vendor_adapters[i] &&
+                           (!kOpAdapterNeedsMeta[i] || g_handles[i].hasComputedKernelForDispatchKey(c10::DispatchKey::Meta));
+    if (k >= 0 && g_vendor_kernels[k] && adaptable) {
+      g_kernels[i] = g_vendor_adapters[i];
+      g_sources[i] = KernelSource::kVendor;
+      ++native;
+      continue;
     }
     g_kernels[i] = otherwise;
     g_sources[i] = computes ? KernelSource::kCompute : KernelSource::kFallback;
     if (computes) ++native;
-  }
-  for (const auto& entry : own) {
-    log::warn(log::Module::OPS, std::string("vendor ") + v.name + " brings a kernel for " + entry.first +
-                                    ", which is not in the op table; it is not used");
   }
   log::info(log::Module::OPS, std::to_string(native) + " of " + std::to_string(gen::kNumOps) +
                                   " generated ops are native on vendor " + v.name);

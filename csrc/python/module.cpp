@@ -16,6 +16,7 @@
 #include "aten/cpu_fallback.h"
 #include "aten/diagnostics.h"
 #include "aten/op_registry.h"
+#include "aten/vendor_call.h"
 #include "python/memory_bindings.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
@@ -228,6 +229,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_env_changed", &devx::env::bump_generation, "Tell the backend os.environ was written");
   m.def("_fallback_stats", &devx::fallback_stats);
   m.def("_reset_fallback_stats", &devx::reset_fallback_stats);
+  m.def("_vendor_kernel_stats", [] {
+    devx::VendorKernelStats stats = devx::vendor_kernel_stats();
+    return std::make_pair(stats.calls, stats.declined);
+  });
+  m.def("_reset_vendor_kernel_stats", &devx::reset_vendor_kernel_stats);
+  m.def("_compute_calls", &devx::compute_calls);
   m.def("_force_fallback_patterns", &devx::diag::force_fallback_patterns);
   m.def("_validate_pattern", &devx::diag::validate_pattern);
   m.def("_refresh_diagnostics", &devx::diag::refresh);

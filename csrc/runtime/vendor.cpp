@@ -17,6 +17,8 @@ namespace {
 
 std::mutex g_load_mutex;
 
+}  // namespace
+
 const char* status_name(DevxStatus s) {
   switch (s) {
     case DEVX_OK: return "DEVX_OK";
@@ -25,9 +27,12 @@ const char* status_name(DevxStatus s) {
     case DEVX_ERROR_INVALID: return "DEVX_ERROR_INVALID";
     case DEVX_ERROR_NOT_READY: return "DEVX_ERROR_NOT_READY";
     case DEVX_ERROR_NO_DEVICE: return "DEVX_ERROR_NO_DEVICE";
+    case DEVX_DECLINED: return "DEVX_DECLINED";
   }
   return "unknown status";
 }
+
+namespace {
 
 struct Candidate {
   const DevxVendorApi* api = nullptr;
@@ -65,6 +70,12 @@ Candidate open_vendor(const std::string& dir, const std::string& name) {
     c.error = std::string("vendor '") + name + "' failed to initialise (" + status_name(st) +
         "): " + api->last_error();
     c.status = st;
+    return c;
+  }
+  if (api->kernels && api->kernels->op && api->kernel_abi_version != DEVX_KERNEL_ABI_VERSION) {
+    c.error = path + " brings kernels of kernel ABI version " + std::to_string(api->kernel_abi_version) +
+        ", this build expects " + std::to_string(DEVX_KERNEL_ABI_VERSION);
+    c.status = DEVX_ERROR;
     return c;
   }
   c.api = api;

@@ -14,6 +14,9 @@ void load_vendor(const std::string& library_dir);
 
 bool vendor_loaded();
 
+// "DEVX_ERROR_OOM" for DEVX_ERROR_OOM, and so on.
+const char* status_name(DevxStatus status);
+
 // The loaded vendor's table. Throws if `load_vendor` has not succeeded: a devx tensor cannot
 // exist before then, so this only fires for misuse from C++.
 const DevxVendorApi& vendor();

@@ -5,25 +5,21 @@
 // vendor needs neither torch nor C++ ABI compatibility with the core: cpu_sim and cuda link no
 // torch at all. Every function returns a DevxStatus; on failure the vendor's `last_error()`
 // (thread-local) says why, and the core turns that into a Python exception naming the call.
-#pragma once
+// Include guards, not #pragma once: the installed copies may meet these.
+#ifndef DEVX_VENDOR_API_H
+#define DEVX_VENDOR_API_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "devx_kernel_abi.h"
+#include "vendor_types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define DEVX_VENDOR_API_VERSION 3
-
-typedef enum DevxStatus {
-  DEVX_OK = 0,
-  DEVX_ERROR = 1,            // generic failure, see last_error()
-  DEVX_ERROR_OOM = 2,        // device or host memory exhausted
-  DEVX_ERROR_INVALID = 3,    // bad argument: device index, null handle, size
-  DEVX_ERROR_NOT_READY = 4,  // query functions: work still pending (not a failure)
-  DEVX_ERROR_NO_DEVICE = 5,  // the vendor's hardware/driver is absent or unusable
-} DevxStatus;
+#define DEVX_VENDOR_API_VERSION 4
 
 typedef enum DevxMemcpyKind {
   DEVX_MEMCPY_H2D = 0,
@@ -31,10 +27,6 @@ typedef enum DevxMemcpyKind {
   DEVX_MEMCPY_D2D = 2,  // same or different devices
   DEVX_MEMCPY_H2H = 3,
 } DevxMemcpyKind;
-
-// Opaque handles owned by the vendor.
-typedef struct DevxStream_* DevxStreamHandle;
-typedef struct DevxEvent_* DevxEventHandle;
 
 typedef struct DevxDeviceProperties {
   char name[256];
@@ -44,39 +36,6 @@ typedef struct DevxDeviceProperties {
   int multi_processor_count;
   int is_integrated;
 } DevxDeviceProperties;
-
-// Tensors as a vendor's own kernels see them (in the style of DIOPI): device memory, element type,
-// and shape and strides in elements. Nothing of torch crosses the seam.
-typedef enum DevxDType {
-  DEVX_FLOAT32 = 0,
-  DEVX_FLOAT64 = 1,
-  DEVX_FLOAT16 = 2,
-  DEVX_BFLOAT16 = 3,
-} DevxDType;
-
-typedef struct DevxTensorDesc {
-  void* data;
-  DevxDType dtype;
-  int ndim;
-  const int64_t* sizes;
-  const int64_t* strides;
-} DevxTensorDesc;
-
-// A kernel the vendor implements itself, for an aten overload the core has an adapter for
-// (csrc/aten/vendor_kernels.cpp turns the aten call into descriptors, allocates the outputs and
-// keeps the inputs alive until the stream has run the kernel). `fn` has that op's C signature
-// below. The kernel is issued on `stream` and may return before it has run. It returns
-// DEVX_ERROR_INVALID for a case it does not handle (a dtype, a layout): the core then runs the op
-// as if the vendor had no kernel for it.
-typedef struct DevxVendorKernel {
-  const char* op;  // overload name as in native_functions.yaml: "_softmax"
-  void* fn;
-} DevxVendorKernel;
-
-// "_softmax": out = softmax(in) along `dim` (0 <= dim < ndim); in and out contiguous, same shape
-// and dtype.
-typedef DevxStatus (*DevxSoftmaxKernel)(const DevxTensorDesc* in, int dim, const DevxTensorDesc* out,
-                                        DevxStreamHandle stream);
 
 typedef void (*DevxHostFn)(void* user_data);
 
@@ -146,8 +105,15 @@ typedef struct DevxVendorApi {
   DevxStatus (*event_query)(DevxEventHandle event);  // DEVX_OK when reached, NOT_READY otherwise
   DevxStatus (*event_elapsed_ms)(DevxEventHandle start, DevxEventHandle end, float* ms);
 
-  // Kernels the vendor implements itself (may be empty). Terminated by {NULL, NULL}.
+  // Kernels the vendor implements itself (may be empty), in the ABI of devx_kernel_abi.h, whose
+  // version `kernel_abi_version` names (DEVX_KERNEL_ABI_VERSION). Terminated by {NULL, NULL}.
+  // Read after init().
+  int kernel_abi_version;
   const DevxVendorKernel* kernels;
+
+  // The c10d backend that moves the bytes of devx collectives ("gloo", "nccl", or one the vendor
+  // registers with torch.distributed), handed aliases of devx memory on the compute device.
+  const char* collective_engine;
 
   // Whether ATen's kernel of compute_device_type may run op `op` ("add.out") on this vendor's
   // memory; 0 sends the op to the CPU fallback. NULL: every op the compute device implements.
@@ -172,3 +138,5 @@ typedef const DevxVendorApi* (*DevxVendorGetApiFn)(void);
 #ifdef __cplusplus
 }  // extern "C"
 #endif
+
+#endif  // DEVX_VENDOR_API_H

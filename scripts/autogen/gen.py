@@ -22,6 +22,8 @@ from torchgen.context import native_function_manager
 from torchgen.gen import parse_native_yaml
 from torchgen.model import BaseTy, BaseType, ListType, NativeFunction, OptionalType, Type
 
+from kernel_abi import Kernel, header, parse_kernel, serves
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -30,6 +32,10 @@ class Entry:
     f: NativeFunction
     call: str | None = None
     includes: set[str] = field(default_factory=set)
+    kernel: Kernel | None = None
+    # The dtype ("long" or "self") of an output whose size depends on the data (nonzero): no meta
+    # function can give its shape, so the kernel sizes it.
+    dynamic_output: str | None = None
 
     @property
     def name(self) -> str:
@@ -48,7 +54,7 @@ def load_native_functions() -> list[NativeFunction]:
     return parsed.native_functions
 
 
-def expand_table(table: list, fns: list[NativeFunction]) -> list[Entry]:
+def expand_table(table: list, fns: list[NativeFunction]) -> tuple[list[Entry], list[Kernel]]:
     by_name = {str(f.func.name): f for f in fns}
     by_ident = {f.func.name.unambiguous_name(): f for f in fns}
     by_signature: dict[object, list[NativeFunction]] = {}
@@ -56,16 +62,30 @@ def expand_table(table: list, fns: list[NativeFunction]) -> list[Entry]:
         by_signature.setdefault(f.func.signature(), []).append(f)
 
     entries: dict[str, Entry] = {}
+    kernels: dict[str, Kernel] = {}
     for raw in table:
         spec = {"op": raw} if isinstance(raw, str) else dict(raw)
-        unknown = set(spec) - {"op", "only", "call"}
+        unknown = set(spec) - {"op", "only", "call", "kernel", "dynamic_output"}
         if unknown:
             raise SystemExit(f"ops.yaml: entry {spec} has unknown keys {sorted(unknown)}")
+        if "op" not in spec:
+            # A kernel the core calls from hand-written code (copy_), registering no op.
+            kernel = parse_kernel(spec["kernel"], spec["kernel"], by_name, len(kernels))
+            kernels[kernel.name] = kernel
+            continue
         name = spec["op"]
         if name not in by_name:
             raise SystemExit(f"ops.yaml: '{name}' is not an overload in native_functions.yaml")
         root = by_name[name]
         group = [root] if spec.get("only") or spec.get("call") else by_signature[root.func.signature()]
+        kernel = None
+        if spec.get("kernel"):
+            kernel = parse_kernel(spec["kernel"], name, by_name, len(kernels))
+            if kernel.name in kernels:
+                raise SystemExit(f"ops.yaml: {name}: kernel '{kernel.name}' is declared twice")
+            if not any(serves(kernel, f) for f in group):
+                raise SystemExit(f"ops.yaml: {name}: kernel '{kernel.name}' serves none of its variants")
+            kernels[kernel.name] = kernel
         for f in group:
             if draws_from_default_generator(f):
                 continue
@@ -80,13 +100,16 @@ def expand_table(table: list, fns: list[NativeFunction]) -> list[Entry]:
                 continue
             e = Entry(f, spec.get("call"))
             e.includes.add(f.root_name)
+            if kernel and serves(kernel, f):
+                e.kernel = kernel
+                e.dynamic_output = spec.get("dynamic_output")
             if e.call:
                 for ident in re.findall(r"at::_ops::(\w+)::", e.call):
                     if ident not in by_ident:
                         raise SystemExit(f"ops.yaml: '{name}' calls unknown at::_ops::{ident}")
                     e.includes.add(by_ident[ident].root_name)
             entries[key] = e
-    return list(entries.values())
+    return list(entries.values()), list(kernels.values())
 
 
 def draws_from_default_generator(f: NativeFunction) -> bool:
@@ -233,6 +256,92 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str]:
     return compute + "\n" + wrapper, f'  m.impl("{e.name}", TORCH_FN(wrap_{e.ident}));'
 
 
+def gen_adapter(e: Entry, op_index: int) -> str:
+    """The adapter that serves variant `e` with its vendor kernel (csrc/aten/vendor_call.h)."""
+    f, k = e.f, e.kernel
+    sig = DispatcherSignature.from_schema(f.func)
+    bindings = sig.arguments()
+    by_name = {b.name: b for b in bindings}
+    ret_type = sig.returns_type().cpp_type()
+    params = ", ".join(f"{b.type} {b.name}" for b in bindings)
+    fn_type = f"{ret_type}({', '.join(b.type for b in bindings)})"
+    variant = f.func.kind().name
+
+    body = [f"  devx::VendorCall call({op_index}, {k.index});"]
+
+    # Boolean masks among advanced indices become the long indices of their nonzero elements
+    # (as ATen does) before the meta function, which cannot know how many there are.
+    expanded = {}
+    for b in bindings:
+        if classify(b.argument.type) == "opt_tensor_list":
+            body.append(f"  auto x_{b.name} = call.expand_masks({b.name});")
+            expanded[b.name] = f"x_{b.name}"
+
+    # Meta copies are locals: out= overloads take their outputs by non-const reference.
+    def meta_arg(b) -> str:
+        if b.name in expanded:
+            body.append(f"  auto m_{b.name} = call.meta({expanded[b.name]});")
+            return f"m_{b.name}"
+        kind = classify(b.argument.type)
+        if kind in ("tensor", "opt_tensor", "tensor_list", "opt_tensor_list", "device"):
+            writes = b.argument.annotation is not None and b.argument.annotation.is_write
+            body.append(f"  auto m_{b.name} = call.{'meta_out' if writes and variant == 'out' else 'meta'}({b.name});")
+            return f"at::ITensorListRef(m_{b.name})" if "ITensorListRef" in b.type else f"m_{b.name}"
+        return b.name
+
+    def meta_call() -> str:
+        return f"at::_ops::{e.ident}::redispatch(devx::kMetaKeys, {', '.join(meta_arg(b) for b in bindings)})"
+
+    outs = [a.name for a in k.args if a.output]
+    if e.dynamic_output:
+        if len(outs) != 1:
+            raise SystemExit(f"ops.yaml: {e.name}: dynamic_output needs a single output")
+        if variant == "functional":
+            dtype = "c10::kLong" if e.dynamic_output == "long" else "self.scalar_type()"
+            body.append(f"  auto o0 = call.result_to_size({dtype});")
+        out_expr = {outs[0]: "o0"} if variant == "functional" else (
+            {outs[0]: "self"} if variant == "inplace" else {name: name for name in outs})
+        result = outs[0] if variant == "out" else ("self" if variant == "inplace" else "o0")
+    elif variant == "functional":
+        body.append(f"  auto m = {meta_call()};")
+        if len(outs) == 1:
+            body.append("  auto o0 = call.result(m);")
+        else:
+            body += [f"  auto o{i} = call.result(std::get<{i}>(m));" for i in range(len(outs))]
+        out_expr = {name: f"o{i}" for i, name in enumerate(outs)}
+        result = "o0" if len(outs) == 1 else f"{ret_type}({', '.join(f'o{i}' for i in range(len(outs)))})"
+    elif variant == "inplace":
+        body.append(f"  {meta_call()};")
+        out_expr = {outs[0]: "self"}
+        result = None if ret_type == "void" else "self"
+    else:
+        body.append(f"  {meta_call()};")
+        body.append("  call.resize_outputs();")
+        out_expr = {name: name for name in outs}
+        if ret_type == "void":
+            result = None
+        elif len(f.func.returns) == 1:
+            result = outs[0]
+        else:
+            result = f"{ret_type}({', '.join(outs)})"
+    c_args = []
+    for a in k.args:
+        if a.output:
+            c_args.append(f"call.out({out_expr[a.name]})")
+        else:
+            c_args.append(f"call.arg({expanded.get(a.name, a.name)})")
+    body.append(f"  auto* fn = reinterpret_cast<{k.typedef}>(devx::g_vendor_kernels[{k.index}]);")
+    body += [f"  auto c{i} = {c};" for i, c in enumerate(c_args)]
+    args = ", ".join(["call.context()"] + [f"c{i}" for i in range(len(c_args))])
+    body.append(f"  if (call.finish(call.ready() ? fn({args}) : DEVX_DECLINED)) {{")
+    body.append(f"    return{' ' + result if result else ''};")
+    body.append("  }")
+    names = ", ".join(b.name for b in bindings)
+    ret = "" if ret_type == "void" else "return "
+    body.append(f"  {ret}devx::run_declined<{fn_type}>({op_index}{', ' if names else ''}{names});")
+    return f"{ret_type} vendor_{e.ident}({params}) {{\n" + "\n".join(body) + "\n}\n"
+
+
 # Binary ops (self, other, alpha) whose wrappers are also generated without the diagnostics gate.
 BENCH_OPS = ("add.Tensor", "sub.Tensor")
 
@@ -249,6 +358,7 @@ def write_if_changed(path: str, text: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--include-out", required=True, help="where the installed devx_kernels.h goes")
     parser.add_argument("--shards", type=int, default=6)
     parser.add_argument("--table", default=os.path.join(HERE, "ops.yaml"))
     args = parser.parse_args()
@@ -256,7 +366,7 @@ def main() -> None:
     with open(args.table) as fh:
         table = yaml.safe_load(fh)
     fns = load_native_functions()
-    entries = expand_table(table, fns)
+    entries, kernels = expand_table(table, fns)
     os.makedirs(args.out, exist_ok=True)
 
     # Functional and in-place variants of structured ops get a CompositeExplicitAutogradNonFunctional
@@ -282,13 +392,22 @@ def main() -> None:
     write_if_changed(
         os.path.join(args.out, "op_table.h"),
         "// Generated by scripts/autogen/gen.py. Do not edit.\n#pragma once\n\n"
-        f"namespace devx::gen {{\nconstexpr int kNumOps = {len(entries)};\n}}\n",
+        f"namespace devx::gen {{\nconstexpr int kNumOps = {len(entries)};\n"
+        f"constexpr int kNumKernels = {max(len(kernels), 1)};\n}}\n",
     )
+    os.makedirs(args.include_out, exist_ok=True)
+    write_if_changed(os.path.join(args.include_out, "devx_kernels.h"), header(kernels))
+    kernel_names = "".join(f'    "{k.name}",\n' for k in kernels) or '    "",\n'
+    op_kernels = ", ".join(str(e.kernel.index if e.kernel else -1) for e in entries)
+    op_meta = ", ".join("false" if e.dynamic_output else "true" for e in entries)
     write_if_changed(
         os.path.join(args.out, "op_table.cpp"),
         "// Generated by scripts/autogen/gen.py. Do not edit.\n"
         '#include "aten/op_registry.h"\n\nnamespace devx {\n\n'
-        f"const OpName kOpNames[gen::kNumOps] = {{\n{names}\n}};\n\n}}  // namespace devx\n",
+        f"const OpName kOpNames[gen::kNumOps] = {{\n{names}\n}};\n\n"
+        f"extern const char* const kKernelNames[gen::kNumKernels] = {{\n{kernel_names}}};\n"
+        f"extern const int kOpKernel[gen::kNumOps] = {{{op_kernels}}};\n"
+        f"extern const bool kOpAdapterNeedsMeta[gen::kNumOps] = {{{op_meta}}};\n\n}}  // namespace devx\n",
     )
 
     for shard in range(args.shards):
@@ -300,15 +419,20 @@ def main() -> None:
             # per-function settings that its own generators set up exactly like this.
             with native_function_manager(e.f):
                 code, impl = gen_entry(e, i)
+                if e.kernel:
+                    code += "\n" + gen_adapter(e, i)
             bodies.append(code)
             impls.append(impl)
             tables.append(f"  devx::g_compute_kernels[{i}] = reinterpret_cast<void*>(&compute_{e.ident});")
+            if e.kernel:
+                tables.append(f"  devx::g_vendor_adapters[{i}] = reinterpret_cast<void*>(&vendor_{e.ident});")
             if e.name in BENCH_OPS:
                 tables.append(f'  devx::register_bench_wrappers("{e.name}", {{&wrap_{e.ident}, &wrap_nodiag_{e.ident}}});')
         text = (
             "// Generated by scripts/autogen/gen.py from scripts/autogen/ops.yaml. Do not edit.\n"
             '#include "aten/op_wrapper.h"\n'
-            + "".join(f"#include <ATen/ops/{inc}_ops.h>\n" for inc in includes)
+            + ('#include "aten/vendor_call.h"\n#include "devx_kernels.h"\n' if any(e.kernel for _, e in chunk) else "")
+        + "".join(f"#include <ATen/ops/{inc}_ops.h>\n" for inc in includes)
             + "\nnamespace {\n\n"
             + "\n".join(bodies)
             + "\nstruct FillComputeKernels {\n  FillComputeKernels() {\n"

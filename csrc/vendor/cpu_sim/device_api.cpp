@@ -48,7 +48,7 @@ DevxStatus null_argument(const char* function, const char* argument) {
 
 DevxStatus init() {
   DevxStatus status = Runtime::get().init();
-  if (status == DEVX_OK) offer_own_kernels(Runtime::get().settings().vendor_kernels);
+  if (status == DEVX_OK) offer_own_kernels(Runtime::get().settings().kernels != Settings::Kernels::kAten);
   return status;
 }
 

@@ -41,7 +41,9 @@ DevxVendorApi make_api() {
   api.event_synchronize = event_synchronize;
   api.event_query = event_query;
   api.event_elapsed_ms = event_elapsed_ms;
+  api.kernel_abi_version = DEVX_KERNEL_ABI_VERSION;
   api.kernels = own_kernels();
+  api.collective_engine = "gloo";
   api.op_supported = op_supported;
   api.async_host_streams = async_host_streams;
   return api;

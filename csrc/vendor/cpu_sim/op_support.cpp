@@ -1,5 +1,5 @@
-// How the simulated hardware runs ops: which kernels it has (all of the CPU's, minus
-// DEVX_SIM_UNSUPPORTED_OPS), and whether they run on the streams' own threads (DEVX_SIM_ASYNC).
+// How the simulated hardware runs ops: which of ATen's CPU kernels it lets run on its memory (all,
+// minus DEVX_SIM_UNSUPPORTED_OPS; none with DEVX_SIM_KERNELS=own-only), and whether they run on the streams' own threads (DEVX_SIM_ASYNC).
 #include <regex>
 #include <string>
 
@@ -9,6 +9,7 @@
 namespace devx::cpu_sim {
 
 int op_supported(const char* op) {
+  if (Runtime::get().settings().kernels == Settings::Kernels::kOwnOnly) return 0;
   const std::string overload(op);
   const std::string base = overload.substr(0, overload.find('.'));
   for (const std::regex& re : Runtime::get().settings().unsupported_ops) {

@@ -146,10 +146,25 @@ DevxStatus read_settings(Settings* out) {
     }
   }
 
-  if (const char* raw = std::getenv("DEVX_SIM_VENDOR_KERNELS"); raw && !trim(raw).empty()) {
-    if (!parse_switch(trim(raw), &settings.vendor_kernels)) {
-      return bad("DEVX_SIM_VENDOR_KERNELS", raw, "is not a switch; use 0/1, true/false or on/off");
+  if (const char* raw = std::getenv("DEVX_SIM_KERNELS"); raw && !trim(raw).empty()) {
+    const std::string_view v = trim(raw);
+    if (v == "aten") {
+      settings.kernels = Settings::Kernels::kAten;
+    } else if (v == "own") {
+      settings.kernels = Settings::Kernels::kOwn;
+    } else if (v == "own-only") {
+      settings.kernels = Settings::Kernels::kOwnOnly;
+    } else {
+      return bad("DEVX_SIM_KERNELS", raw, "is not a kernel source; use aten, own or own-only");
     }
+  }
+
+  if (const char* raw = std::getenv("DEVX_SIM_THREADS"); raw && !trim(raw).empty()) {
+    long count = 0;
+    if (!parse_count(trim(raw), &count) || count < 0 || count > 1024) {
+      return bad("DEVX_SIM_THREADS", raw, "is not a thread count; use an integer from 1 to 1024 (0: one per core)");
+    }
+    settings.threads = static_cast<int>(count);
   }
 
   *out = settings;

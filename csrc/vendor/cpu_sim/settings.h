@@ -16,9 +16,14 @@ struct Settings {
   // DEVX_SIM_UNSUPPORTED_OPS: comma-separated regexes of ops the simulated hardware lacks (matched
   // against "add.out" and "add"), to rehearse a vendor with an incomplete kernel library.
   std::vector<std::regex> unsupported_ops;
-  // DEVX_SIM_VENDOR_KERNELS: offer cpu_sim's own kernels (kernels.cpp) instead of ATen's for the
-  // ops it has them for, to exercise the path of a vendor that brings its own kernels.
-  bool vendor_kernels = false;
+  // DEVX_SIM_KERNELS: what ops compute with. kAten: ATen's CPU kernels on aliases of the arena;
+  // kOwn: cpu_sim's own kernel library (kernels/) first, ATen's for the rest; kOwnOnly: its own
+  // kernels and nothing of ATen (what they lack goes to the core's CPU fallback), the rehearsal
+  // of a young accelerator.
+  enum class Kernels { kAten, kOwn, kOwnOnly };
+  Kernels kernels = Kernels::kAten;
+  // DEVX_SIM_THREADS: threads of the own kernels' pool (0: the machine's cores).
+  int threads = 0;
 };
 
 constexpr int kMaxDevices = 64;

@@ -34,7 +34,9 @@ void Stream::start_worker() {
 }
 
 DevxStatus Stream::submit(Work work) {
-  if (!async_) {
+  // Work the stream's own worker submits (a vendor kernel called by an issued op) belongs to the
+  // item running now: queued at the end, it would run after work the host issued later.
+  if (!async_ || std::this_thread::get_id() == worker_.get_id()) {
     const std::string error = run_catching(work);
     if (error.empty()) return DEVX_OK;
     return fail(DEVX_ERROR, "a host function on cpu_sim device " + std::to_string(device_) +

@@ -8,7 +8,7 @@ namespace {
 // ATen's CUDA kernels run on this vendor's memory (it is cudaMalloc'd); the vendor's own kernels
 // (cuda_softmax.cu) keep the path of a vendor with its own kernel library in use.
 const DevxVendorKernel kKernels[] = {
-    {"_softmax", reinterpret_cast<void*>(&softmax_forward)},
+    {"_softmax.out", reinterpret_cast<void*>(static_cast<DevxKernel__softmax_out>(&softmax_forward))},
     {nullptr, nullptr},
 };
 
@@ -48,7 +48,9 @@ DevxVendorApi make_api() {
   api.event_synchronize = event_synchronize;
   api.event_query = event_query;
   api.event_elapsed_ms = event_elapsed_ms;
+  api.kernel_abi_version = DEVX_KERNEL_ABI_VERSION;
   api.kernels = kKernels;
+  api.collective_engine = "nccl";
   return api;
 }
 

@@ -1,7 +1,7 @@
-// The cuda vendor's own softmax forward (vendor_api.h's "_softmax" kernel, as in DIOPI's example):
+// The cuda vendor's own softmax forward (the kernel ABI's "_softmax.out", as in DIOPI's example):
 // one thread block per (outer, inner) row of a contiguous tensor, block reductions for the row's
-// maximum and sum. float32 and float64; other dtypes are declined (DEVX_ERROR_INVALID) and the
-// core runs ATen's kernel instead.
+// maximum and sum. float32 and float64; other cases are declined (DEVX_DECLINED) and the core
+// runs ATen's kernel instead.
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -55,7 +55,7 @@ __global__ void softmax_kernel(const T* in, T* out, int64_t n, int64_t inner) {
 }
 
 // Row-major dense (an empty tensor has nothing to lay out).
-bool contiguous(const DevxTensorDesc& t) {
+bool contiguous(const DevxTensor& t) {
   for (int d = 0; d < t.ndim; ++d) {
     if (t.sizes[d] == 0) return true;
   }
@@ -69,15 +69,21 @@ bool contiguous(const DevxTensorDesc& t) {
 
 }  // namespace
 
-DevxStatus softmax_forward(const DevxTensorDesc* in, int dim, const DevxTensorDesc* out, DevxStreamHandle stream) {
-  if (in == nullptr || out == nullptr || in->dtype != out->dtype || in->ndim != out->ndim || dim < 0 ||
-      dim >= in->ndim) {
-    set_last_error("cuda vendor softmax: bad descriptors or dim");
+DevxStatus softmax_forward(DevxKernelContext* ctx, const DevxTensor* in, int64_t dim, int half_to_float,
+                           DevxTensor* out) {
+  if (in == nullptr || out == nullptr || in->ndim != out->ndim) {
+    set_last_error("cuda vendor softmax: bad descriptors");
     return DEVX_ERROR_INVALID;
   }
-  if ((in->dtype != DEVX_FLOAT32 && in->dtype != DEVX_FLOAT64) || !contiguous(*in) || !contiguous(*out)) {
-    set_last_error("cuda vendor softmax: only contiguous float32/float64 tensors");
+  if (dim < 0) dim += in->ndim;
+  if (dim < 0 || dim >= in->ndim) {
+    set_last_error("cuda vendor softmax: dim out of range");
     return DEVX_ERROR_INVALID;
+  }
+  if (half_to_float || in->dtype != out->dtype || (in->dtype != DEVX_FLOAT32 && in->dtype != DEVX_FLOAT64) ||
+      !contiguous(*in) || !contiguous(*out)) {
+    set_last_error("cuda vendor softmax: only contiguous float32/float64 tensors");
+    return DEVX_DECLINED;
   }
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < dim; ++d) outer *= in->sizes[d];
@@ -89,7 +95,7 @@ DevxStatus softmax_forward(const DevxTensorDesc* in, int dim, const DevxTensorDe
     set_last_error("cuda vendor softmax: more than 2^31-1 rows");
     return DEVX_ERROR_INVALID;
   }
-  cudaStream_t s = to_cuda(stream);
+  cudaStream_t s = to_cuda(ctx->stream);
   if (in->dtype == DEVX_FLOAT32) {
     softmax_kernel<float><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
         static_cast<const float*>(in->data), static_cast<float*>(out->data), n, inner);

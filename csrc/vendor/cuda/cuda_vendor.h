@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "devx_kernels.h"
 #include "runtime/vendor_api.h"
 
 namespace devx::cuda_vendor {
@@ -51,7 +52,8 @@ DevxStatus event_synchronize(DevxEventHandle event);
 DevxStatus event_query(DevxEventHandle event);
 DevxStatus event_elapsed_ms(DevxEventHandle start, DevxEventHandle end, float* ms);
 
-// cuda_softmax.cu: the vendor's own kernels (vendor_api.h signatures)
-DevxStatus softmax_forward(const DevxTensorDesc* in, int dim, const DevxTensorDesc* out, DevxStreamHandle stream);
+// cuda_softmax.cu: the vendor's own kernels (devx_kernels.h signatures)
+DevxStatus softmax_forward(DevxKernelContext* ctx, const DevxTensor* in, int64_t dim, int half_to_float,
+                           DevxTensor* out);
 
 }  // namespace devx::cuda_vendor

@@ -1,0 +1,439 @@
+#include "aten/vendor_call.h"
+
+#include <ATen/EmptyTensor.h>
+#include <c10/util/irange.h>
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "runtime/allocator.h"
+#include "runtime/device.h"
+#include "runtime/generator.h"
+#include "runtime/log.h"
+#include "runtime/stream.h"
+
+namespace devx {
+
+void* g_vendor_kernels[gen::kNumKernels] = {};
+void* g_declined_kernels[gen::kNumOps] = {};
+void* g_vendor_adapters[gen::kNumOps] = {};
+
+namespace {
+
+const c10::DispatchKeySet kDevxKeys(c10::DispatchKey::PrivateUse1);
+
+std::atomic<uint64_t> g_calls[gen::kNumKernels];
+
+std::mutex g_declined_mutex;
+std::map<std::pair<std::string, std::string>, uint64_t> g_declined;
+
+std::optional<DevxDType> abi_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::kBool: return DEVX_BOOL;
+    case c10::kByte: return DEVX_UINT8;
+    case c10::kChar: return DEVX_INT8;
+    case c10::kShort: return DEVX_INT16;
+    case c10::kInt: return DEVX_INT32;
+    case c10::kLong: return DEVX_INT64;
+    case c10::kHalf: return DEVX_FLOAT16;
+    case c10::kBFloat16: return DEVX_BFLOAT16;
+    case c10::kFloat: return DEVX_FLOAT32;
+    case c10::kDouble: return DEVX_FLOAT64;
+    case c10::kComplexFloat: return DEVX_COMPLEX64;
+    case c10::kComplexDouble: return DEVX_COMPLEX128;
+    default: return std::nullopt;
+  }
+}
+
+VendorCall* self_of(DevxKernelContext* ctx) {
+  return static_cast<VendorCall*>(ctx->core);
+}
+
+DevxStatus ctx_workspace(DevxKernelContext* ctx, size_t bytes, void** ptr) {
+  return self_of(ctx)->workspace(bytes, ptr);
+}
+
+DevxStatus ctx_resize_output(DevxKernelContext* ctx, DevxTensor* out, int32_t ndim, const int64_t* sizes) {
+  return self_of(ctx)->resize_output(out, ndim, sizes);
+}
+
+// Kernels draw from a counter-based generator keyed by a seed taken from the devx generator, so
+// manual_seed and get/set_rng_state replay them; the counters of one call start at 0.
+DevxStatus ctx_philox_state(DevxKernelContext* ctx, DevxGenerator generator, uint64_t increment, uint64_t* seed,
+                            uint64_t* offset) {
+  if (!seed || !offset) return DEVX_ERROR_INVALID;
+  at::Generator gen = generator ? *reinterpret_cast<const at::Generator*>(generator)
+                                 : default_generator(static_cast<c10::DeviceIndex>(ctx->device));
+  auto* impl = gen.get<DevxGeneratorImpl>();
+  const at::Generator& cpu = impl->compute_generator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  *seed = cpu.get<at::CPUGeneratorImpl>()->random64();
+  *offset = 0;
+  return DEVX_OK;
+}
+
+std::string dtype_of_first_tensor(const std::deque<at::Tensor>& tensors) {
+  for (const at::Tensor& t : tensors) {
+    if (t.defined()) return std::string(c10::toString(t.scalar_type()));
+  }
+  return "no tensor";
+}
+
+}  // namespace
+
+VendorCall::VendorCall(int op, int kernel) : op_(op), kernel_(kernel), device_(current_device()) {
+  ctx_.device = device_;
+  ctx_.stream = getCurrentDevxStream(device_).handle();
+  ctx_.workspace = &ctx_workspace;
+  ctx_.resize_output = &ctx_resize_output;
+  ctx_.philox_state = &ctx_philox_state;
+  ctx_.core = this;
+}
+
+VendorCall::~VendorCall() = default;
+
+std::string VendorCall::op_name() const {
+  return op_ >= 0 ? op_overload_name(op_) : std::string("copy_");
+}
+
+void VendorCall::check_device(const at::Tensor& t, bool output) const {
+  if (t.device().type() == kDevx && t.device().index() == device_) return;
+  if (t.device().type() != kDevx && t.is_cpu() && t.dim() == 0 && !output) return;
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
+              devx_device(device_), " and ", t.device(), "! (devx ops take tensors of one devx device; only 0-dim "
+              "CPU tensors may be mixed in, as on CUDA)");
+}
+
+at::Tensor VendorCall::meta(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  check_device(t, false);
+  if (t.device().type() != kDevx) return t;
+  return at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type(), std::nullopt,
+                                        c10::Device(c10::kMeta), std::nullopt);
+}
+
+std::optional<at::Tensor> VendorCall::meta(const std::optional<at::Tensor>& t) {
+  if (!t) return std::nullopt;
+  return meta(*t);
+}
+
+std::vector<at::Tensor> VendorCall::meta(at::TensorList ts) {
+  std::vector<at::Tensor> r;
+  r.reserve(ts.size());
+  for (const at::Tensor& t : ts) r.push_back(meta(t));
+  return r;
+}
+
+std::vector<at::Tensor> VendorCall::meta(const at::ITensorListRef& ts) {
+  std::vector<at::Tensor> r;
+  for (const at::Tensor& t : ts) r.push_back(meta(t));
+  return r;
+}
+
+c10::List<std::optional<at::Tensor>> VendorCall::meta(const c10::List<std::optional<at::Tensor>>& ts) {
+  c10::List<std::optional<at::Tensor>> r;
+  r.reserve(ts.size());
+  for (const std::optional<at::Tensor>& t : ts) r.push_back(meta(t));
+  return r;
+}
+
+std::optional<c10::Device> VendorCall::meta(std::optional<c10::Device> d) {
+  if (d && d->type() == kDevx) return c10::Device(c10::kMeta);
+  return d;
+}
+
+at::Tensor VendorCall::meta_out(const at::Tensor& t) {
+  check_device(t, true);
+  at::Tensor m = meta(t);
+  outputs_.emplace_back(t, m);
+  return m;
+}
+
+std::vector<at::Tensor> VendorCall::meta_out(at::TensorList ts) {
+  std::vector<at::Tensor> r;
+  r.reserve(ts.size());
+  for (const at::Tensor& t : ts) r.push_back(meta_out(t));
+  return r;
+}
+
+void VendorCall::resize_outputs() {
+  for (auto& [t, m] : outputs_) {
+    if (t.sizes() == m.sizes()) continue;
+    t.resize_(m.sizes());
+    if (t.strides() != m.strides()) t.as_strided_(m.sizes(), m.strides());
+  }
+}
+
+c10::List<std::optional<at::Tensor>> VendorCall::expand_masks(const c10::List<std::optional<at::Tensor>>& indices) {
+  bool any_mask = false;
+  for (const std::optional<at::Tensor>& t : indices) {
+    any_mask = any_mask || (t && t->defined() && (t->scalar_type() == c10::kBool || t->scalar_type() == c10::kByte));
+  }
+  if (!any_mask) return indices;
+  c10::List<std::optional<at::Tensor>> expanded;
+  for (const std::optional<at::Tensor>& t : indices) {
+    if (!t || !t->defined() || (t->scalar_type() != c10::kBool && t->scalar_type() != c10::kByte)) {
+      expanded.push_back(t);
+      continue;
+    }
+    const at::Tensor nonzero = t->nonzero();
+    for (int64_t d = 0; d < t->dim(); ++d) expanded.push_back(nonzero.select(1, d));
+  }
+  return expanded;
+}
+
+at::Tensor VendorCall::result_to_size(c10::ScalarType dtype) {
+  return at::detail::empty_generic({0}, devx_allocator(), kDevxKeys, dtype, std::nullopt);
+}
+
+at::Tensor VendorCall::result(const at::Tensor& m) {
+  return at::detail::empty_strided_generic(m.sizes(), m.strides(), devx_allocator(), kDevxKeys, m.scalar_type());
+}
+
+std::vector<at::Tensor> VendorCall::result(const std::vector<at::Tensor>& m) {
+  std::vector<at::Tensor> r;
+  r.reserve(m.size());
+  for (const at::Tensor& t : m) r.push_back(result(t));
+  return r;
+}
+
+DevxTensor* VendorCall::describe(const at::Tensor& t, bool output) {
+  if (!t.defined()) {
+    if (output) decline_reason("an undefined output");
+    return nullptr;
+  }
+  check_device(t, output);
+  const int32_t device = t.device().type() == kDevx ? device_ : DEVX_HOST_SCALAR;
+  if (t.layout() != c10::kStrided) decline_reason(std::string("layout ") + c10::toString(t.layout()));
+  const std::optional<DevxDType> dtype = abi_dtype(t.scalar_type());
+  if (!dtype) decline_reason(std::string("dtype ") + c10::toString(t.scalar_type()));
+  tensors_.push_back(t);
+  is_output_.push_back(output);
+  const at::Tensor& held = tensors_.back();
+  descs_.push_back(DevxTensor{held.numel() == 0 ? nullptr : const_cast<void*>(held.const_data_ptr()),
+                              dtype.value_or(DEVX_FLOAT32), static_cast<int32_t>(held.dim()), held.sizes().data(),
+                              held.strides().data(), device, 0});
+  return &descs_.back();
+}
+
+DevxTensorList VendorCall::describe_list(at::TensorList ts, bool output) {
+  std::vector<DevxTensor*>& items = lists_.emplace_back();
+  items.reserve(ts.size());
+  for (const at::Tensor& t : ts) items.push_back(describe(t, output));
+  return {items.data(), static_cast<int64_t>(items.size())};
+}
+
+DevxTensorList VendorCall::arg(const at::ITensorListRef& ts) {
+  std::vector<DevxTensor*>& items = lists_.emplace_back();
+  for (const at::Tensor& t : ts) items.push_back(describe(t, false));
+  return {items.data(), static_cast<int64_t>(items.size())};
+}
+
+DevxTensorList VendorCall::arg(const c10::List<std::optional<at::Tensor>>& ts) {
+  std::vector<DevxTensor*>& items = lists_.emplace_back();
+  items.reserve(ts.size());
+  for (const std::optional<at::Tensor>& t : ts) items.push_back(t && t->defined() ? describe(*t, false) : nullptr);
+  return {items.data(), static_cast<int64_t>(items.size())};
+}
+
+const DevxScalar* VendorCall::arg(const c10::Scalar& s) {
+  DevxScalar& d = scalars_.emplace_back();
+  if (s.isBoolean()) {
+    d.kind = DEVX_SCALAR_BOOL;
+    d.i = s.toBool() ? 1 : 0;
+  } else if (s.isIntegral(false)) {
+    d.kind = DEVX_SCALAR_INT;
+    d.i = s.toLong();
+  } else if (s.isComplex()) {
+    d.kind = DEVX_SCALAR_COMPLEX;
+    const c10::complex<double> c = s.toComplexDouble();
+    d.f = c.real();
+    d.imag = c.imag();
+  } else {
+    if (s.isSymbolic()) decline_reason("a symbolic scalar");
+    d.kind = DEVX_SCALAR_FLOAT;
+    d.f = s.isSymbolic() ? 0.0 : s.toDouble();
+  }
+  if (d.kind != DEVX_SCALAR_FLOAT) d.f = d.kind == DEVX_SCALAR_COMPLEX ? d.f : static_cast<double>(d.i);
+  return &d;
+}
+
+DevxScalarList VendorCall::arg(c10::ArrayRef<c10::Scalar> s) {
+  std::vector<DevxScalar>& list = scalar_lists_.emplace_back();
+  list.reserve(s.size());
+  for (const c10::Scalar& v : s) list.push_back(*arg(v));
+  return {list.data(), static_cast<int64_t>(list.size())};
+}
+
+const int64_t* VendorCall::arg(std::optional<int64_t> v) {
+  if (!v) return nullptr;
+  return &ints_.emplace_back(*v);
+}
+
+const int64_t* VendorCall::arg(const std::optional<c10::SymInt>& v) {
+  if (!v) return nullptr;
+  return &ints_.emplace_back(v->expect_int());
+}
+
+const double* VendorCall::arg(std::optional<double> v) {
+  if (!v) return nullptr;
+  return &doubles_.emplace_back(*v);
+}
+
+const int* VendorCall::arg(std::optional<bool> v) {
+  if (!v) return nullptr;
+  return &bools_.emplace_back(*v ? 1 : 0);
+}
+
+DevxDType VendorCall::arg(c10::ScalarType t) {
+  const std::optional<DevxDType> d = abi_dtype(t);
+  if (!d) decline_reason(std::string("dtype ") + c10::toString(t));
+  return d.value_or(DEVX_FLOAT32);
+}
+
+const DevxDType* VendorCall::arg(std::optional<c10::ScalarType> t) {
+  if (!t) return nullptr;
+  return &dtypes_.emplace_back(arg(*t));
+}
+
+const char* VendorCall::arg(std::string_view s) {
+  return strings_.emplace_back(s).c_str();
+}
+
+DevxGenerator VendorCall::arg(const std::optional<at::Generator>& g) {
+  if (!g || !g->defined()) return nullptr;
+  TORCH_CHECK(g->device().type() == kDevx, "Expected a 'devx' device type for generator but found '", g->device().type(),
+              "'");
+  return reinterpret_cast<DevxGenerator>(const_cast<at::Generator*>(&*g));
+}
+
+const DevxIntList* VendorCall::arg(at::OptionalIntArrayRef v) {
+  if (!v) return nullptr;
+  return &int_lists_.emplace_back(arg(*v));
+}
+
+const DevxIntList* VendorCall::arg(at::OptionalSymIntArrayRef v) {
+  if (!v) return nullptr;
+  return &int_lists_.emplace_back(arg(*v));
+}
+
+const DevxFloatList* VendorCall::arg(std::optional<c10::ArrayRef<double>> v) {
+  if (!v) return nullptr;
+  return &float_lists_.emplace_back(arg(*v));
+}
+
+void VendorCall::decline_reason(std::string reason) {
+  if (unsupported_.empty()) unsupported_ = std::move(reason);
+}
+
+DevxStatus VendorCall::workspace(size_t bytes, void** ptr) {
+  if (!ptr) return DEVX_ERROR_INVALID;
+  try {
+    workspaces_.push_back(devx_allocator()->allocate(bytes));
+  } catch (const c10::OutOfMemoryError&) {
+    return DEVX_ERROR_OOM;
+  }
+  *ptr = workspaces_.back().get();
+  return DEVX_OK;
+}
+
+DevxStatus VendorCall::resize_output(DevxTensor* out, int32_t ndim, const int64_t* sizes) {
+  size_t i = 0;
+  while (i < descs_.size() && &descs_[i] != out) ++i;
+  if (i == descs_.size() || ndim < 0 || (ndim > 0 && !sizes)) return DEVX_ERROR_INVALID;
+  at::Tensor& t = tensors_[i];
+  try {
+    t.resize_(c10::IntArrayRef(sizes, static_cast<size_t>(ndim)));
+  } catch (const c10::OutOfMemoryError&) {
+    return DEVX_ERROR_OOM;
+  }
+  out->data = t.numel() == 0 ? nullptr : t.mutable_data_ptr();
+  out->ndim = ndim;
+  out->sizes = t.sizes().data();
+  out->strides = t.strides().data();
+  return DEVX_OK;
+}
+
+bool VendorCall::finish(DevxStatus status) {
+  if (status == DEVX_OK) {
+    g_calls[kernel_].fetch_add(1, std::memory_order_relaxed);
+    // What the kernel queued reads its inputs and workspaces until the stream has run it. Outputs
+    // need no holding: a block is free for its stream's later work once its last work is queued.
+    const DevxStream stream = getCurrentDevxStream(device_);
+    // Storages, not tensors: the stream's thread may drop the last reference, and a tensor's
+    // Python object would need the GIL there (at interpreter exit, a thread taking it is ended).
+    if (!stream.query()) {
+      std::vector<c10::Storage> storages;
+      for (size_t i = 0; i < tensors_.size(); ++i) {
+        if (!is_output_[i] && tensors_[i].device().type() == kDevx) storages.push_back(tensors_[i].storage());
+      }
+      auto workspaces = std::make_shared<std::vector<c10::DataPtr>>(std::move(workspaces_));
+      launch_host_work(stream, [storages = std::move(storages), workspaces = std::move(workspaces)] {});
+    }
+    return true;
+  }
+  const std::string kernel = kKernelNames[kernel_];
+  if (status != DEVX_DECLINED) {
+    TORCH_CHECK(false, "devx: vendor ", g_vendor->name, " kernel ", kernel, " (for ", op_name(),
+                ") failed (", status_name(status), "): ", g_vendor->last_error());
+  }
+  // An op declined while the host issued it asks the vendor again where the stream runs it; the
+  // host counted it already.
+  if (on_stream_work()) return false;
+  std::string reason = unsupported_.empty() ? dtype_of_first_tensor(tensors_) : unsupported_;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(g_declined_mutex);
+    first = g_declined[{op_name(), reason}]++ == 0;
+  }
+  if (first) {
+    log::info(log::Module::FALLBACK, std::string("vendor ") + g_vendor->name + " declined " + kernel + " (for " +
+                                         op_name() + ", " + reason + "); running " +
+                                         (op_ < 0 || g_declined_kernels[op_] ? "ATen's kernel on devx memory" : "the CPU fallback"));
+  }
+  return false;
+}
+
+VendorKernelStats vendor_kernel_stats() {
+  VendorKernelStats stats;
+  for (int k = 0; k < gen::kNumKernels; ++k) {
+    const uint64_t n = g_calls[k].load(std::memory_order_relaxed);
+    if (n) stats.calls.emplace_back(kKernelNames[k], n);
+  }
+  std::lock_guard<std::mutex> lock(g_declined_mutex);
+  for (const auto& [key, n] : g_declined) stats.declined.emplace_back(key.first, key.second, n);
+  return stats;
+}
+
+void reset_vendor_kernel_stats() {
+  for (auto& c : g_calls) c.store(0, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(g_declined_mutex);
+  g_declined.clear();
+}
+
+int kernel_index(const std::string& name) {
+  static const std::unordered_map<std::string, int> index = [] {
+    std::unordered_map<std::string, int> m;
+    for (int k = 0; k < gen::kNumKernels; ++k) m.emplace(kKernelNames[k], k);
+    return m;
+  }();
+  auto it = index.find(name);
+  return it == index.end() ? -1 : it->second;
+}
+
+std::vector<std::string> bind_vendor_kernels(const DevxVendorKernel* table) {
+  std::vector<std::string> unknown;
+  for (const DevxVendorKernel* k = table; k && k->op; ++k) {
+    TORCH_CHECK(k->fn, "devx: vendor ", g_vendor->name, "'s kernel table has a NULL function for '", k->op, "'");
+    const int index = kernel_index(k->op);
+    if (index < 0) {
+      unknown.emplace_back(k->op);
+      continue;
+    }
+    g_vendor_kernels[index] = k->fn;
+  }
+  return unknown;
+}
+
+}  // namespace devx

@@ -1,0 +1,180 @@
+// One call of a vendor's own kernel (devx_kernel_abi.h), as the generated adapters make it.
+//
+// The adapter (scripts/autogen/gen.py, one per op variant a kernel serves) runs the op's meta
+// function on meta copies of its arguments (checks, broadcasting, type promotion, result shapes),
+// allocates fresh results from the devx allocator, turns every argument into its C form with
+// `arg`/`out`, and calls the kernel. A declined call (an unsupported dtype found here, or
+// DEVX_DECLINED from the kernel) runs what the op would run without the vendor's kernel:
+// `run_declined`.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/Scalar.h>
+#include <c10/util/OptionalArrayRef.h>
+
+#include <array>
+#include <atomic>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aten/async_ops.h"
+#include "aten/op_wrapper.h"
+#include "aten/op_registry.h"
+#include "runtime/vendor.h"
+#include "op_table.h"
+
+namespace devx {
+
+inline const c10::DispatchKeySet kMetaKeys{c10::DispatchKey::Meta};
+
+// The vendor's kernel functions, by kernel index (generated list), filled at load.
+extern void* g_vendor_kernels[gen::kNumKernels];
+// The generated adapter of op i, nullptr where no kernel of the ABI serves it.
+extern void* g_vendor_adapters[gen::kNumOps];
+// What a declined call of op i runs: the compute device's kernel on aliases, or nullptr for the
+// CPU fallback.
+extern void* g_declined_kernels[gen::kNumOps];
+
+class VendorCall {
+ public:
+  // `op`: the generated op served (index in the op table), or -1 for copy_ (copy.cpp).
+  VendorCall(int op, int kernel);
+  ~VendorCall();
+  VendorCall(const VendorCall&) = delete;
+  VendorCall& operator=(const VendorCall&) = delete;
+
+  // Meta copies for the op's meta function. CPU scalars (wrapped numbers) stay as they are.
+  at::Tensor meta(const at::Tensor& t);
+  std::optional<at::Tensor> meta(const std::optional<at::Tensor>& t);
+  std::vector<at::Tensor> meta(at::TensorList ts);
+  std::vector<at::Tensor> meta(const at::ITensorListRef& ts);
+  c10::List<std::optional<at::Tensor>> meta(const c10::List<std::optional<at::Tensor>>& ts);
+  std::optional<c10::Device> meta(std::optional<c10::Device> d);
+  // An out= argument: after the meta function ran, resize_outputs() gives the devx tensor the
+  // shape its meta copy was given.
+  at::Tensor meta_out(const at::Tensor& t);
+  std::vector<at::Tensor> meta_out(at::TensorList ts);
+  void resize_outputs();
+
+  // Advanced indices with boolean masks replaced by the long indices of their nonzero elements.
+  c10::List<std::optional<at::Tensor>> expand_masks(const c10::List<std::optional<at::Tensor>>& indices);
+  // An empty devx result of `dtype` that the kernel gives its size (dynamic_output in ops.yaml).
+  at::Tensor result_to_size(c10::ScalarType dtype);
+
+  // A fresh devx result laid out as meta result `m`.
+  at::Tensor result(const at::Tensor& m);
+  std::vector<at::Tensor> result(const std::vector<at::Tensor>& m);
+
+  // C forms of the arguments.
+  const DevxTensor* arg(const at::Tensor& t) { return describe(t, false); }
+  const DevxTensor* arg(const std::optional<at::Tensor>& t) { return t && t->defined() ? describe(*t, false) : nullptr; }
+  DevxTensorList arg(at::TensorList ts) { return describe_list(ts, false); }
+  DevxTensorList arg(const at::ITensorListRef& ts);
+  DevxTensorList arg(const c10::List<std::optional<at::Tensor>>& ts);
+  const DevxScalar* arg(const c10::Scalar& s);
+  const DevxScalar* arg(const std::optional<c10::Scalar>& s) { return s ? arg(*s) : nullptr; }
+  DevxScalarList arg(c10::ArrayRef<c10::Scalar> s);
+  int64_t arg(int64_t v) { return v; }
+  int64_t arg(const c10::SymInt& v) { return v.expect_int(); }
+  const int64_t* arg(std::optional<int64_t> v);
+  const int64_t* arg(const std::optional<c10::SymInt>& v);
+  double arg(double v) { return v; }
+  const double* arg(std::optional<double> v);
+  int arg(bool v) { return v ? 1 : 0; }
+  const int* arg(std::optional<bool> v);
+  DevxDType arg(c10::ScalarType t);
+  const DevxDType* arg(std::optional<c10::ScalarType> t);
+  const char* arg(std::string_view s);
+  const char* arg(std::optional<std::string_view> s) { return s ? arg(*s) : nullptr; }
+  DevxGenerator arg(const std::optional<at::Generator>& g);
+  DevxIntList arg(c10::IntArrayRef v) { return {v.data(), static_cast<int64_t>(v.size())}; }
+  DevxIntList arg(c10::SymIntArrayRef v) { return arg(C10_AS_INTARRAYREF_SLOW(v)); }
+  const DevxIntList* arg(at::OptionalIntArrayRef v);
+  const DevxIntList* arg(at::OptionalSymIntArrayRef v);
+  DevxFloatList arg(c10::ArrayRef<double> v) { return {v.data(), static_cast<int64_t>(v.size())}; }
+  const DevxFloatList* arg(std::optional<c10::ArrayRef<double>> v);
+  template <size_t N>
+  DevxBoolList arg(const std::array<bool, N>& v) {
+    return {reinterpret_cast<const uint8_t*>(v.data()), static_cast<int64_t>(N)};
+  }
+  DevxTensor* out(const at::Tensor& t) { return describe(t, true); }
+  DevxTensorList out(at::TensorList ts) { return describe_list(ts, true); }
+
+  DevxKernelContext* context() { return &ctx_; }
+  // False when an argument has a form the ABI cannot carry (a dtype outside DevxDType, a
+  // layout other than strided): the call is declined without asking the vendor.
+  bool ready() const { return unsupported_.empty(); }
+  // True for DEVX_OK; false for a declined call (counted); throws for an error.
+  bool finish(DevxStatus status);
+
+  // DevxKernelContext entries.
+  DevxStatus workspace(size_t bytes, void** ptr);
+  DevxStatus resize_output(DevxTensor* out, int32_t ndim, const int64_t* sizes);
+
+ private:
+  // The error CUDA's kernels give for tensors of another device (0-dim CPU inputs are allowed).
+  void check_device(const at::Tensor& t, bool output) const;
+  DevxTensor* describe(const at::Tensor& t, bool output);
+  DevxTensorList describe_list(at::TensorList ts, bool output);
+  void decline_reason(std::string reason);
+  std::string op_name() const;
+
+  int op_;
+  int kernel_;
+  c10::DeviceIndex device_;
+  DevxKernelContext ctx_;
+  // Stable addresses: descriptors are handed out by pointer.
+  std::deque<DevxTensor> descs_;
+  std::deque<at::Tensor> tensors_;  // tensors_[i] is what descs_[i] describes
+  std::vector<bool> is_output_;
+  std::deque<std::vector<DevxTensor*>> lists_;
+  std::deque<DevxScalar> scalars_;
+  std::deque<std::vector<DevxScalar>> scalar_lists_;
+  std::deque<int64_t> ints_;
+  std::deque<double> doubles_;
+  std::deque<int> bools_;
+  std::deque<DevxDType> dtypes_;
+  std::deque<std::string> strings_;
+  std::deque<DevxIntList> int_lists_;
+  std::deque<DevxFloatList> float_lists_;
+  std::vector<c10::DataPtr> workspaces_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> outputs_;  // (devx, meta) of out= arguments
+  std::string unsupported_;
+};
+
+// Runs op `op` as it would run without the vendor's kernel (the call was declined).
+template <typename Sig, typename... Args>
+decltype(auto) run_declined(int op, Args&&... args) {
+  static const c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+  void* otherwise = g_declined_kernels[op];
+  if (otherwise && C10_UNLIKELY(g_async_host_streams) && async::issuing()) {
+    return call_boxed<Sig>(async::issue_kernel(), op, ks, std::forward<Args>(args)...);
+  }
+  if (otherwise) return reinterpret_cast<Sig*>(otherwise)(std::forward<Args>(args)...);
+  return call_boxed<Sig>(fallback_kernel(), op, ks, std::forward<Args>(args)...);
+}
+
+// Calls of vendor kernels so far: accepted, and declined (by op and dtype).
+struct VendorKernelStats {
+  std::vector<std::pair<std::string, uint64_t>> calls;
+  std::vector<std::tuple<std::string, std::string, uint64_t>> declined;  // (op, reason, count)
+};
+VendorKernelStats vendor_kernel_stats();
+void reset_vendor_kernel_stats();
+
+// Fills g_vendor_kernels from the vendor's table; returns the names it did not know.
+std::vector<std::string> bind_vendor_kernels(const DevxVendorKernel* table);
+// The index of kernel `name` ("add.out") in the generated list, -1 if none.
+int kernel_index(const std::string& name);
+// Kernel index serving generated op `op`, -1 if none (generated).
+extern const int kOpKernel[gen::kNumOps];
+extern const char* const kKernelNames[gen::kNumKernels];
+// Whether op i's adapter runs the op's meta function (all but dynamic_output ops; generated).
+extern const bool kOpAdapterNeedsMeta[gen::kNumOps];
+
+}  // namespace devx

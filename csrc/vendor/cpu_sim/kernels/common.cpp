@@ -1,0 +1,185 @@
+#include "kernels/common.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "runtime.h"
+
+namespace devx::cpu_sim::kern {
+
+size_t itemsize(DevxDType dtype) {
+  return dispatch(dtype, [](auto tag) { return sizeof(tag); });
+}
+
+const char* dtype_name(DevxDType dtype) {
+  static const char* const names[] = {"bool",     "uint8",   "int8",    "int16",     "int32",     "int64",
+                                      "float16",  "bfloat16", "float32", "float64", "complex64", "complex128"};
+  const int i = static_cast<int>(dtype);
+  return i >= 0 && i < 12 ? names[i] : "unknown dtype";
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+bool Tensor::contiguous() const {
+  int64_t expected = 1;
+  for (int d = ndim() - 1; d >= 0; --d) {
+    if (sizes[d] == 0) return true;
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+Tensor take(const DevxTensor* d) {
+  Tensor t;
+  if (!d) return t;
+  t.data = static_cast<char*>(d->data);
+  t.dtype = d->dtype;
+  t.sizes.assign(d->sizes, d->sizes + d->ndim);
+  t.strides.assign(d->strides, d->strides + d->ndim);
+  t.host_scalar = d->device == DEVX_HOST_SCALAR;
+  if (t.host_scalar) {
+    auto copy = std::shared_ptr<char[]>(new char[16]());
+    std::memcpy(copy.get(), d->data, itemsize(d->dtype));
+    t.data = copy.get();
+    t.host_copy = std::move(copy);
+  }
+  return t;
+}
+
+DevxStatus launch(DevxKernelContext* ctx, std::function<void()> work) {
+  std::shared_ptr<Stream> stream;
+  if (DevxStatus status = Runtime::get().find_stream(ctx->stream, &stream)) return status;
+  return stream->submit(std::move(work));
+}
+
+DevxStatus decline(const std::string& why) {
+  return fail(DEVX_DECLINED, "cpu_sim kernel: " + why);
+}
+
+DevxStatus invalid(const std::string& why) {
+  return fail(DEVX_ERROR_INVALID, "cpu_sim kernel: " + why);
+}
+
+std::vector<int64_t> broadcast_strides(const Tensor& t, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 0);
+  const int offset = static_cast<int>(shape.size()) - t.ndim();
+  for (int d = 0; d < t.ndim(); ++d) {
+    if (t.sizes[d] != 1) s[d + offset] = t.strides[d];
+  }
+  return s;
+}
+
+namespace {
+
+// A job of parallel_for: chunks claimed with an atomic counter by the caller and the workers.
+struct Job {
+  std::function<void(int64_t, int64_t)> body;
+  int64_t n = 0;
+  int64_t chunk = 0;
+  int64_t chunks = 0;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::mutex mu;
+  std::condition_variable cv;
+
+  // Runs chunks until none are left; true if it ran the last one.
+  void work() {
+    for (int64_t c; (c = next.fetch_add(1)) < chunks;) {
+      const int64_t begin = c * chunk;
+      body(begin, std::min(n, begin + chunk));
+      if (done.fetch_add(1) + 1 == chunks) {
+        std::lock_guard lock(mu);
+        cv.notify_all();
+      }
+    }
+  }
+};
+
+class Pool {
+ public:
+  static Pool& get() {
+    // Leaked: workers may still run when static destructors do.
+    static Pool* pool = new Pool(threads_from_settings());
+    return *pool;
+  }
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void run(const std::shared_ptr<Job>& job) {
+    {
+      std::lock_guard lock(mu_);
+      for (int i = 0; i < std::min<int64_t>(job->chunks - 1, static_cast<int64_t>(workers_.size())); ++i) {
+        queue_.push_back(job);
+      }
+    }
+    cv_.notify_all();
+    job->work();
+    std::unique_lock lock(job->mu);
+    job->cv.wait(lock, [&] { return job->done.load() == job->chunks; });
+  }
+
+ private:
+  explicit Pool(int threads) {
+    for (int i = 1; i < threads; ++i) {
+      workers_.emplace_back([this] { loop(); });
+      workers_.back().detach();
+    }
+  }
+
+  static int threads_from_settings() {
+    const int n = Runtime::get().settings().threads;
+    return n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+
+  void loop() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty(); });
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job->work();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+};
+
+}  // namespace
+
+int num_threads() {
+  return Pool::get().size();
+}
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+  if (n <= 0) return;
+  const int threads = num_threads();
+  if (threads == 1 || n <= grain) {
+    body(0, n);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->body = body;
+  job->n = n;
+  job->chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+  job->chunk = (n + job->chunks - 1) / job->chunks;
+  job->chunks = (n + job->chunk - 1) / job->chunk;
+  Pool::get().run(job);
+}
+
+}  // namespace devx::cpu_sim::kern
