@@ -57,5 +57,6 @@ setup(
     packages=find_packages(include=["torch_devx", "torch_devx.*"]),
     ext_modules=[CMakeExtension("torch_devx._C")],
     cmdclass={"build_ext": CMakeBuild},
-    package_data={"torch_devx": ["*.so"]},
+    # The headers and CMake config vendors build against (torch_devx.utils).
+    package_data={"torch_devx": ["*.so", "include/*.h", "share/cmake/torch_devx/*.cmake"]},
 )

@@ -95,6 +95,7 @@ class VendorApi(ctypes.Structure):
             ("kernel_abi_version", c_int),
             ("kernels", P(VendorKernel)),
             ("collective_engine", ctypes.c_char_p),
+            ("auto_priority", c_int),
             ("op_supported", ctypes.CFUNCTYPE(c_int, ctypes.c_char_p)),
             ("async_host_streams", ctypes.CFUNCTYPE(c_int)),
         ]

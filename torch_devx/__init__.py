@@ -12,10 +12,10 @@ import sys
 
 import torch
 
-from . import _C, _logging
+from . import _C, _logging, _vendors
 
 _logging.install()
-_C._init(os.path.dirname(os.path.abspath(__file__)))
+_C._init(*_vendors.candidates(os.environ.get("DEVX_VENDOR", "")))
 
 from . import _compute_allocator  # noqa: E402
 

@@ -33,7 +33,9 @@ def coverage(show_all: bool) -> None:
         if show_all or source == "fallback":
             print(f"  {source:8s} {op}")
     # Other vendors can only be loaded in their own process.
-    for other in ("cpu_sim", "cuda"):
+    from torch_devx import _vendors
+
+    for other in sorted(_vendors.available()):
         if other == torch_devx.vendor or os.environ.get("_DEVX_COVERAGE_CHILD"):
             continue
         env = dict(os.environ, DEVX_VENDOR=other, _DEVX_COVERAGE_CHILD="1")

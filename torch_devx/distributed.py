@@ -1,8 +1,9 @@
 """torch.distributed on devx: the `devx` process-group backend.
 
 `dist.init_process_group("devx")` (or, under CUDA mocking, an unchanged `"nccl"`) gives a process
-group whose collectives on devx tensors run in an existing engine — gloo on the cpu_sim vendor,
-NCCL on the cuda vendor — on aliases of the devx memory, with no copies. CPU tensors go to gloo.
+group whose collectives on devx tensors run in the engine the vendor names in its table (gloo,
+NCCL, or a backend the vendor registers) on aliases of the devx memory, with no copies. CPU
+tensors go to gloo.
 `dist.get_backend()` says "devx"; `engine_name()` says which engine moves the bytes.
 
 Every collective is checked across ranks, so that mismatched sizes, dtypes, ops or collectives
@@ -25,32 +26,40 @@ import torch.distributed as dist
 from . import _C, _environ
 
 BACKEND = "devx"
-_CPU = 0  # c10::DeviceType values of the vendor's compute device
-_CUDA = 1
 
 _logger = logging.getLogger(__name__)
 
 
 def _engines(store: Any, rank: int, size: int, timeout: datetime.timedelta) -> tuple[Any, Any, str]:
-    """The engine for devx tensors, the one for CPU tensors, and the former's name."""
+    """The engine for devx tensors (the vendor's collective engine), the one for CPU tensors
+    (gloo), and the former's name."""
     from torch.distributed import ProcessGroupGloo
 
-    compute = _C._compute_device_type()
-    if compute == _CPU:
+    name = _C._collective_engine()
+    if not name:
+        raise RuntimeError(f"devx process group: vendor {_C._vendor_name()} names no collective engine")
+    if name == "gloo":
         gloo = ProcessGroupGloo(store, rank, size, timeout)
-        return gloo, gloo, "gloo"
-    if compute == _CUDA and dist.is_nccl_available():
+        return gloo, gloo, name
+    gloo = ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
+    if name == "nccl":
+        if not dist.is_nccl_available():
+            raise RuntimeError(f"devx process group: vendor {_C._vendor_name()} moves collectives with NCCL, "
+                               "which this torch lacks")
         from torch.distributed import ProcessGroupNCCL
 
         options = ProcessGroupNCCL.Options()
         options._timeout = timeout
-        nccl = ProcessGroupNCCL(dist.PrefixStore("nccl/", store), rank, size, options)
-        gloo = ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
-        return nccl, gloo, "nccl"
-    raise RuntimeError(
-        f"devx process group: the {_C._vendor_name()} vendor computes on device type {compute}, "
-        "for which this torch has no collective engine (gloo serves cpu_sim, NCCL the cuda vendor)"
-    )
+        return ProcessGroupNCCL(dist.PrefixStore("nccl/", store), rank, size, options), gloo, name
+    # A backend the vendor registered with torch.distributed (Backend.register_backend).
+    plugin = dist.Backend._plugins.get(name.upper())
+    if plugin is None:
+        raise RuntimeError(f"devx process group: vendor {_C._vendor_name()} names the collective engine "
+                           f"{name!r}, which is not a torch.distributed backend here (registered: "
+                           f"{', '.join(sorted(dist.Backend._plugins)) or 'none'})")
+    creator = plugin.creator_fn
+    engine = creator(dist.PrefixStore(f"{name}/", store), rank, size, timeout)
+    return engine, gloo, name
 
 
 def _create(store: Any, rank: int, size: int, timeout: datetime.timedelta) -> Any:

@@ -171,9 +171,9 @@ int schedule_host_access_report() {
   return Py_AddPendingCall(&raise_host_accesses, nullptr);
 }
 
-void init(const std::string& library_dir) {
+void init(const std::vector<std::string>& vendor_paths, bool requested) {
   devx::log::reload();
-  devx::load_vendor(library_dir);
+  devx::load_vendor(vendor_paths, requested);
   devx::check_allocator_settings();
   devx::install_compute_routing(devx::vendor().compute_device_type);
   devx::init_kernel_table();
@@ -210,7 +210,11 @@ void translate_errors() {
 PYBIND11_MODULE(_C, m) {
   translate_errors();
   devx::bind_memory(m);
-  m.def("_init", &init, "Load the vendor library from the given directory and set up the op table");
+  m.def("_init", &init, "Load a vendor library (the one requested, or the usable one of highest priority) and set up the op table");
+  m.def("_collective_engine", [] {
+    const char* engine = devx::vendor().collective_engine;
+    return std::string(engine ? engine : "");
+  });
   m.def("_vendor_name", [] { return std::string(devx::vendor().name); });
   m.def("_compute_device_type", [] { return devx::vendor().compute_device_type; });
   m.def("_route_compute_allocations", &devx::set_compute_allocations_routed,

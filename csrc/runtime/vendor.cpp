@@ -2,9 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <mutex>
+#include <vector>
 
-#include "runtime/env.h"
 #include "runtime/exception.h"
 #include "runtime/log.h"
 
@@ -35,14 +36,16 @@ const char* status_name(DevxStatus s) {
 namespace {
 
 struct Candidate {
+  std::string path;
   const DevxVendorApi* api = nullptr;
   std::string error;  // why it could not be used
   DevxStatus status = DEVX_OK;
 };
 
-Candidate open_vendor(const std::string& dir, const std::string& name) {
+// dlopen()s `path` and checks its table, without initialising it.
+Candidate open_vendor(const std::string& path) {
   Candidate c;
-  std::string path = dir + "/libdevx_vendor_" + name + ".so";
+  c.path = path;
   // RTLD_LOCAL: vendors export one symbol and must not leak theirs into torch's namespace.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -59,27 +62,43 @@ Candidate open_vendor(const std::string& dir, const std::string& name) {
   }
   const DevxVendorApi* api = get_api();
   if (!api || api->api_version != DEVX_VENDOR_API_VERSION) {
-    c.error = path + " implements vendor API version " +
-        std::to_string(api ? api->api_version : -1) + ", this build expects " +
-        std::to_string(DEVX_VENDOR_API_VERSION);
+    c.error = path + " implements vendor API version " + std::to_string(api ? api->api_version : -1) +
+        ", this build expects " + std::to_string(DEVX_VENDOR_API_VERSION);
     c.status = DEVX_ERROR;
     return c;
   }
-  DevxStatus st = api->init();
-  if (st != DEVX_OK) {
-    c.error = std::string("vendor '") + name + "' failed to initialise (" + status_name(st) +
-        "): " + api->last_error();
-    c.status = st;
-    return c;
-  }
-  if (api->kernels && api->kernels->op && api->kernel_abi_version != DEVX_KERNEL_ABI_VERSION) {
-    c.error = path + " brings kernels of kernel ABI version " + std::to_string(api->kernel_abi_version) +
-        ", this build expects " + std::to_string(DEVX_KERNEL_ABI_VERSION);
+  std::string missing;
+#define DEVX_CHECK_FILLED(field) \
+  if (!api->field) missing += std::string(missing.empty() ? "" : ", ") + #field;
+  DEVX_VENDOR_REQUIRED_FUNCTIONS(DEVX_CHECK_FILLED)
+#undef DEVX_CHECK_FILLED
+  if (!api->name) missing += std::string(missing.empty() ? "" : ", ") + "name";
+  if (!missing.empty()) {
+    c.error = path + "'s vendor table leaves NULL: " + missing;
     c.status = DEVX_ERROR;
     return c;
   }
   c.api = api;
   return c;
+}
+
+// Initialises an opened vendor; c.api is reset if it fails.
+void init_vendor(Candidate& c) {
+  const DevxVendorApi* api = c.api;
+  DevxStatus st = api->init();
+  if (st != DEVX_OK) {
+    c.error = std::string("vendor '") + api->name + "' (" + c.path + ") failed to initialise (" + status_name(st) +
+        "): " + api->last_error();
+    c.status = st;
+    c.api = nullptr;
+    return;
+  }
+  if (api->kernels && api->kernels->op && api->kernel_abi_version != DEVX_KERNEL_ABI_VERSION) {
+    c.error = std::string("vendor '") + api->name + "' (" + c.path + ") brings kernels of kernel ABI version " +
+        std::to_string(api->kernel_abi_version) + ", this build expects " + std::to_string(DEVX_KERNEL_ABI_VERSION);
+    c.status = DEVX_ERROR;
+    c.api = nullptr;
+  }
 }
 
 }  // namespace
@@ -93,33 +112,42 @@ Candidate open_vendor(const std::string& dir, const std::string& name) {
   throw c10::Error({__func__, file, static_cast<uint32_t>(line)}, msg);
 }
 
-void load_vendor(const std::string& library_dir) {
+void load_vendor(const std::vector<std::string>& paths, bool requested) {
   std::lock_guard<std::mutex> lock(g_load_mutex);
   if (g_vendor) return;
-  std::string requested = env::get_string("DEVX_VENDOR", "");
-  if (!requested.empty() && requested != "cpu_sim" && requested != "cuda") {
-    TORCH_CHECK_VALUE(false, "DEVX_VENDOR='", requested,
-                      "' is not a known vendor; use cpu_sim or cuda (or leave it unset to pick cuda "
-                      "when a CUDA device is usable, else cpu_sim)");
-  }
-  Candidate chosen;
-  if (requested.empty()) {
-    chosen = open_vendor(library_dir, "cuda");
-    if (!chosen.api) {
-      log::info(log::Module::RUNTIME, "cuda vendor not used (" + chosen.error + "); using cpu_sim");
-      chosen = open_vendor(library_dir, "cpu_sim");
+  TORCH_CHECK(!paths.empty(), "devx: no vendor library found (set DEVX_VENDOR to a vendor's name or path)");
+  std::vector<Candidate> opened;
+  std::string errors;
+  for (const std::string& path : paths) {
+    Candidate c = open_vendor(path);
+    if (c.api) {
+      opened.push_back(std::move(c));
+    } else {
+      errors += "\n  " + c.error;
+      if (requested) TORCH_CHECK(false, "devx: ", c.error);
     }
-  } else {
-    chosen = open_vendor(library_dir, requested);
   }
-  if (!chosen.api) {
-    if (chosen.status == DEVX_ERROR_INVALID) TORCH_CHECK_VALUE(false, "devx: ", chosen.error);
-    TORCH_CHECK(false, "devx: ", chosen.error);
+  std::stable_sort(opened.begin(), opened.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.api->auto_priority > b.api->auto_priority; });
+  Candidate chosen;
+  for (Candidate& c : opened) {
+    init_vendor(c);
+    if (c.api) {
+      chosen = c;
+      break;
+    }
+    if (requested) {
+      if (c.status == DEVX_ERROR_INVALID) TORCH_CHECK_VALUE(false, "devx: ", c.error);
+      TORCH_CHECK(false, "devx: ", c.error);
+    }
+    log::info(log::Module::RUNTIME, c.error + "; trying the next vendor");
+    errors += "\n  " + c.error;
   }
+  TORCH_CHECK(chosen.api, "devx: no vendor could be used:", errors);
   g_vendor = chosen.api;
   g_async_host_streams = g_vendor->compute_device_type >= 0 && g_vendor->async_host_streams != nullptr &&
                          g_vendor->async_host_streams() != 0;
-  log::info(log::Module::RUNTIME, std::string("using vendor ") + g_vendor->name);
+  log::info(log::Module::RUNTIME, std::string("using vendor ") + g_vendor->name + " (" + chosen.path + ")");
 }
 
 bool vendor_loaded() {

@@ -2,15 +2,16 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/vendor_api.h"
 
 namespace devx {
 
-// Picks the vendor from DEVX_VENDOR (cpu_sim | cuda | unset = cuda when built and usable, else
-// cpu_sim), dlopen()s libdevx_vendor_<name>.so from `library_dir` and initialises it.
-// Throws with a message naming the problem; calling it again after success is a no-op.
-void load_vendor(const std::string& library_dir);
+// Loads the vendor from the libraries at `paths` (torch_devx/_vendors.py finds them): the one
+// asked for (`requested`, which must work), or the usable one of highest auto_priority. Throws
+// with a message naming the library and the problem; calling it again after success is a no-op.
+void load_vendor(const std::vector<std::string>& paths, bool requested);
 
 bool vendor_loaded();
 

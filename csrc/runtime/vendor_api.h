@@ -1,6 +1,6 @@
 // The vendor seam: everything the core runtime asks of a device, and nothing else.
 //
-// A vendor is a shared library (libdevx_vendor_<name>.so) exporting one C symbol,
+// A vendor is a shared library (libdevx_vendor_<name>.so, found as torch_devx/_vendors.py says) exporting one C symbol,
 // `devx_vendor_get_api`, which returns a filled DevxVendorApi. It is a plain C table so that a
 // vendor needs neither torch nor C++ ABI compatibility with the core: cpu_sim and cuda link no
 // torch at all. Every function returns a DevxStatus; on failure the vendor's `last_error()`
@@ -115,6 +115,10 @@ typedef struct DevxVendorApi {
   // registers with torch.distributed), handed aliases of devx memory on the compute device.
   const char* collective_engine;
 
+  // With DEVX_VENDOR unset, the usable vendor of highest priority is chosen: real hardware 100, a
+  // simulator 0.
+  int auto_priority;
+
   // Whether ATen's kernel of compute_device_type may run op `op` ("add.out") on this vendor's
   // memory; 0 sends the op to the CPU fallback. NULL: every op the compute device implements.
   // Asked once per op, after init().
@@ -130,6 +134,15 @@ typedef struct DevxVendorApi {
   // thread (a synchronous simulator) or are asynchronous by themselves (cuda). Asked after init().
   int (*async_host_streams)(void);
 } DevxVendorApi;
+
+// The entries every vendor fills (the others may be NULL), for the loader's check.
+#define DEVX_VENDOR_REQUIRED_FUNCTIONS(X)                                                         \
+  X(init) X(last_error) X(device_count) X(get_device) X(set_device) X(device_properties)          \
+  X(device_synchronize) X(malloc) X(free) X(mem_get_info) X(host_malloc) X(host_free)            \
+  X(memcpy_sync) X(memcpy_async) X(memset_sync) X(memset_async) X(stream_priority_range)         \
+  X(stream_create) X(stream_destroy) X(stream_synchronize) X(stream_query) X(stream_wait_event)  \
+  X(launch_host_func) X(event_create) X(event_destroy) X(event_record) X(event_synchronize)       \
+  X(event_query) X(event_elapsed_ms)
 
 typedef const DevxVendorApi* (*DevxVendorGetApiFn)(void);
 

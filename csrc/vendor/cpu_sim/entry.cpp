@@ -44,6 +44,7 @@ DevxVendorApi make_api() {
   api.kernel_abi_version = DEVX_KERNEL_ABI_VERSION;
   api.kernels = own_kernels();
   api.collective_engine = "gloo";
+  api.auto_priority = 0;
   api.op_supported = op_supported;
   api.async_host_streams = async_host_streams;
   return api;

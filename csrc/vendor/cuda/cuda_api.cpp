@@ -51,6 +51,7 @@ DevxVendorApi make_api() {
   api.kernel_abi_version = DEVX_KERNEL_ABI_VERSION;
   api.kernels = kKernels;
   api.collective_engine = "nccl";
+  api.auto_priority = 100;
   return api;
 }
 
