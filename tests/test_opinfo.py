@@ -4,24 +4,20 @@ and the coverage bars of issue 4 (share of ops that run without touching the CPU
 One test per OpInfo (name.variant): its first two float32 samples forward and backward (input
 gradients under a fixed random cotangent) and its first two int64 samples forward run on the CPU
 and on devx, and must agree (torch.testing.assert_close, NaN == NaN, the OpInfo's CPU tolerance
-overrides). The check itself is tools/opinfo_coverage.py's, so this file and the coverage report
-measure the same thing.
+overrides). The check itself is torch_devx/tools/opinfo_check.py's, so this file and the coverage
+report measure the same thing.
 
 torch.testing._internal takes CUDA paths when torch.cuda.is_available() is True, which CUDA
 mocking makes it; the rest of this process wants mocking on. So op_db is imported, and every
-check runs, with mocking switched off for the duration (opinfo_coverage.cuda_mock_off).
+check runs, with mocking switched off for the duration (opinfo_check.cuda_mock_off).
 """
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-
-import opinfo_coverage as oc  # noqa: E402  (imports torch_devx)
+from torch_devx.tools import opinfo_check as oc
 
 SAMPLES_PER_OP = 2
 # The coverage bars: issue 4 asks for at least these, measured on one sample per op and dtype.

@@ -1,17 +1,12 @@
 """float16 and bfloat16 OpInfo samples of the ops autocast runs in lower or mixed precision
 (matmuls and convolutions, norms, softmax, losses, activations, elementwise), forward and backward,
-on devx against the CPU, natively (no CPU fallback). The check is tools/opinfo_coverage.py's."""
+on devx against the CPU, natively (no CPU fallback). The check is torch_devx/tools/opinfo_check.py's."""
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-
-import opinfo_coverage as oc  # noqa: E402  (imports torch_devx)
+from torch_devx.tools import opinfo_check as oc
 
 # OpInfo names (name or name.variant) of what autocast produces: CUDA's lower-precision list, the
 # fp32 list it feeds (norms, softmax, losses) and the elementwise ops between them.

@@ -11,10 +11,17 @@
     divergence [--out DIR] [--keep-going] [--ops REGEX ...] [--rtol R] [--atol A] script.py [args...]
                                               run a script with every devx op checked against the CPU;
                                               exit status 1 when an op diverged
+    vendor-test [--ops REGEX] [--opinfos REGEX] [--dtypes float32,float64,...] [--samples N] [--jobs J]
+                [--timeout S] [--json PATH] [--all]
+                                              the vendor's conformance kit: each of its kernels on OpInfo
+                                              samples against the CPU (in child processes): pass, mismatch,
+                                              error, crash, declined or untested; exit status 1 on a
+                                              mismatch, error or crash
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -117,6 +124,23 @@ def divergence(args: argparse.Namespace) -> int:
     return 1
 
 
+def vendor_test(args: argparse.Namespace) -> int:
+    from torch_devx.tools import vendor_test as kit
+
+    try:
+        report = kit.run_kit(ops=args.ops, opinfos=args.opinfos, dtypes=args.dtypes or ",".join(kit.DEFAULT_DTYPES),
+                             samples=args.samples, jobs=args.jobs, timeout=args.timeout, all_opinfos=args.all)
+    except RuntimeError as e:  # a child that cannot even start: the environment, not a kernel
+        print(f"python -m torch_devx vendor-test: {e}", file=sys.stderr)
+        return 2
+    print(kit.format_report(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"report: {args.json}")
+    return report["exit_status"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_devx")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -159,11 +183,27 @@ def main(argv: list[str] | None = None) -> int:
     div.add_argument("script")
     div.add_argument("script_args", nargs=argparse.REMAINDER)
 
+    vt = sub.add_parser("vendor-test", help="the vendor's conformance kit: each of its kernels on OpInfo samples "
+                                            "against the CPU")
+    vt.add_argument("--ops", metavar="REGEX", help="only kernels whose name (\"add.out\") matches")
+    vt.add_argument("--opinfos", metavar="REGEX", help="only OpInfos whose full name (name.variant) matches")
+    vt.add_argument("--dtypes", metavar="LIST",
+                    help="comma-separated dtypes, or 'all' (the kernel ABI's 12); default: float32, float64, "
+                         "float16, bfloat16, complex64, int64, int32, bool")
+    vt.add_argument("--samples", type=int, default=3, metavar="N", help="samples per OpInfo and dtype (default 3)")
+    vt.add_argument("--jobs", type=int, default=2, metavar="J", help="child processes at once (default 2)")
+    vt.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                    help="seconds an OpInfo may take before its child is killed as hung (default 300)")
+    vt.add_argument("--json", metavar="PATH", help="write the report to PATH")
+    vt.add_argument("--all", action="store_true",
+                    help="every applicable OpInfo, not only those named like the ops the kernels serve")
+
     args = parser.parse_args(argv)
     if args.command == "coverage":
         coverage(args.all)
         return 0
-    command = {"dump": dump, "compare": compare, "parse": parse, "divergence": divergence}[args.command]
+    command = {"dump": dump, "compare": compare, "parse": parse, "divergence": divergence,
+               "vendor-test": vendor_test}[args.command]
     try:
         return command(args)
     except (FileNotFoundError, ValueError) as e:  # bad paths or options: a message, not a traceback

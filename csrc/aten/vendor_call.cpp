@@ -108,7 +108,9 @@ void VendorCall::check_device(const at::Tensor& t, bool output) const {
 at::Tensor VendorCall::meta(const at::Tensor& t) {
   if (!t.defined()) return t;
   check_device(t, false);
-  if (t.device().type() != kDevx) return t;
+  // A 0-dim CPU tensor becomes a meta one too (meta functions check devices, as masked_fill's
+  // value does); a wrapped number stays: Python meta functions read it as a number.
+  if (t.device().type() != kDevx && t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
   return at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type(), std::nullopt,
                                         c10::Device(c10::kMeta), std::nullopt);
 }
@@ -188,6 +190,8 @@ at::Tensor VendorCall::result_to_size(c10::ScalarType dtype) {
 }
 
 at::Tensor VendorCall::result(const at::Tensor& m) {
+  // An output the op does not compute (convolution_backward's masked gradients) stays undefined.
+  if (!m.defined()) return m;
   return at::detail::empty_strided_generic(m.sizes(), m.strides(), devx_allocator(), kDevxKeys, m.scalar_type());
 }
 
@@ -199,10 +203,7 @@ std::vector<at::Tensor> VendorCall::result(const std::vector<at::Tensor>& m) {
 }
 
 DevxTensor* VendorCall::describe(const at::Tensor& t, bool output) {
-  if (!t.defined()) {
-    if (output) decline_reason("an undefined output");
-    return nullptr;
-  }
+  if (!t.defined()) return nullptr;
   check_device(t, output);
   const int32_t device = t.device().type() == kDevx ? device_ : DEVX_HOST_SCALAR;
   if (t.layout() != c10::kStrided) decline_reason(std::string("layout ") + c10::toString(t.layout()));

@@ -1,5 +1,6 @@
 // torch_devx._C: bindings only. Every function forwards to the runtime or the op layer.
 #include <chrono>
+#include <map>
 #include <sstream>
 
 #include <pybind11/pybind11.h>
@@ -238,6 +239,18 @@ PYBIND11_MODULE(_C, m) {
     return std::make_pair(stats.calls, stats.declined);
   });
   m.def("_reset_vendor_kernel_stats", &devx::reset_vendor_kernel_stats);
+  m.def("_kernel_ops", [] {
+    // The loaded vendor's kernels and the ops each serves (copy.out serves the hand-written copy_).
+    std::map<std::string, std::vector<std::string>> served;
+    for (int i = 0; i < devx::gen::kNumOps; ++i) {
+      if (devx::kernel_source(i) == devx::KernelSource::kVendor) {
+        served[devx::kKernelNames[devx::kOpKernel[i]]].push_back(devx::op_overload_name(i));
+      }
+    }
+    const int copy = devx::kernel_index("copy.out");
+    if (copy >= 0 && devx::g_vendor_kernels[copy]) served["copy.out"].push_back("copy_");
+    return served;
+  });
   m.def("_compute_calls", &devx::compute_calls);
   m.def("_force_fallback_patterns", &devx::diag::force_fallback_patterns);
   m.def("_validate_pattern", &devx::diag::validate_pattern);

@@ -31,6 +31,8 @@
 //     same tensor as an input (in-place calls pass `self` as `out`).
 //   * A tensor with device DEVX_HOST_SCALAR is a 0-dim CPU tensor (a Python number wrapped by
 //     PyTorch, `x * torch.tensor(2.0)`): its data is host memory, read it when issuing.
+//   * An output the call does not ask for (convolution_backward's gradients masked off by
+//     output_mask) is NULL.
 //   * Outputs whose size depends on the data (nonzero, masked_select, unique) arrive with size 0
 //     in their first dimension; the kernel gives them their size with ctx->resize_output.
 // Include guards, not #pragma once: the installed copies may meet these.

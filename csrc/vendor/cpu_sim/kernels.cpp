@@ -1,20 +1,35 @@
 // Which of cpu_sim's own kernels (kernels/) are offered to the core: all of them unless
-// DEVX_SIM_KERNELS=aten, where ATen's CPU kernels run on aliases of the arena instead.
+// DEVX_SIM_KERNELS=aten, where ATen's CPU kernels run on aliases of the arena instead; those
+// DEVX_SIM_FAULTY_KERNELS names in their deliberately wrong form.
+#include <regex>
+#include <string>
+#include <vector>
+
 #include "api.h"
 #include "kernels/registry.h"
-
-#include <vector>
+#include "runtime.h"
 
 namespace devx::cpu_sim {
 namespace {
 
 // Its address is handed out before init() decides what it holds: capacity for every kernel is
 // reserved up front, so the address never changes.
+bool never(const char*) {
+  return false;
+}
+
+bool faulty(const char* name) {
+  for (const std::regex& re : Runtime::get().settings().faulty_kernels) {
+    if (std::regex_match(name, re)) return true;
+  }
+  return false;
+}
+
 std::vector<DevxVendorKernel>& offered() {
   static std::vector<DevxVendorKernel> table = [] {
     std::vector<DevxVendorKernel> t;
     size_t n = 1;
-    for (const DevxVendorKernel* k = kern::kernel_table(); k->op; ++k) ++n;
+    for (const DevxVendorKernel* k = kern::kernel_table(&never); k->op; ++k) ++n;
     t.reserve(n);
     t.push_back({nullptr, nullptr});
     return t;
@@ -32,7 +47,7 @@ void offer_own_kernels(bool on) {
   std::vector<DevxVendorKernel>& table = offered();
   table.clear();
   if (on) {
-    for (const DevxVendorKernel* k = kern::kernel_table(); k->op; ++k) table.push_back(*k);
+    for (const DevxVendorKernel* k = kern::kernel_table(&faulty); k->op; ++k) table.push_back(*k);
   }
   table.push_back({nullptr, nullptr});
 }

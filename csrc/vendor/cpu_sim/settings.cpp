@@ -129,7 +129,11 @@ DevxStatus read_settings(Settings* out) {
     }
   }
 
-  if (const char* raw = std::getenv("DEVX_SIM_UNSUPPORTED_OPS"); raw && !trim(raw).empty()) {
+  for (const char* name : {"DEVX_SIM_UNSUPPORTED_OPS", "DEVX_SIM_FAULTY_KERNELS"}) {
+    const char* raw = std::getenv(name);
+    if (!raw || trim(raw).empty()) continue;
+    std::vector<std::regex>& patterns =
+        std::string_view(name) == "DEVX_SIM_UNSUPPORTED_OPS" ? settings.unsupported_ops : settings.faulty_kernels;
     std::string spec = raw;
     size_t pos = 0;
     while (pos <= spec.size()) {
@@ -138,10 +142,9 @@ DevxStatus read_settings(Settings* out) {
       pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
       if (item.empty()) continue;
       try {
-        settings.unsupported_ops.emplace_back(item, std::regex::ECMAScript | std::regex::optimize);
+        patterns.emplace_back(item, std::regex::ECMAScript | std::regex::optimize);
       } catch (const std::regex_error& e) {
-        return bad("DEVX_SIM_UNSUPPORTED_OPS", raw, "has '" + item + "', which is not a regular expression (" +
-                                                       e.what() + ")");
+        return bad(name, raw, "has '" + item + "', which is not a regular expression (" + e.what() + ")");
       }
     }
   }

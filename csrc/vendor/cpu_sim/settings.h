@@ -22,6 +22,10 @@ struct Settings {
   // of a young accelerator.
   enum class Kernels { kAten, kOwn, kOwnOnly };
   Kernels kernels = Kernels::kAten;
+  // DEVX_SIM_FAULTY_KERNELS: comma-separated regexes of own kernels ("sum.IntList_out") offered in a
+  // deliberately wrong form (the last element of their first output off by one), to rehearse
+  // finding a wrong vendor kernel with autocompare, vendor-test and the divergence finder.
+  std::vector<std::regex> faulty_kernels;
   // DEVX_SIM_THREADS: threads of the own kernels' pool (0: the machine's cores).
   int threads = 0;
 };

@@ -41,7 +41,12 @@ bool Tensor::contiguous() const {
 
 Tensor take(const DevxTensor* d) {
   Tensor t;
-  if (!d) return t;
+  if (!d) {
+    // Empty (not 0-dim, which holds one element): code asking numel() of an absent output skips it.
+    t.sizes = {0};
+    t.strides = {1};
+    return t;
+  }
   t.data = static_cast<char*>(d->data);
   t.dtype = d->dtype;
   t.sizes.assign(d->sizes, d->sizes + d->ndim);

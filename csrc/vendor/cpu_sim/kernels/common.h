@@ -194,7 +194,7 @@ struct Tensor {
   T* ptr() const { return reinterpret_cast<T*>(data); }
 };
 
-// A copy of `d` (NULL gives an empty Tensor with data == nullptr). A host scalar's value is
+// A copy of `d` (NULL gives an empty Tensor: data == nullptr, sizes {0}). A host scalar's value is
 // copied too: the CPU tensor it lives in may be gone when the work runs.
 Tensor take(const DevxTensor* d);
 

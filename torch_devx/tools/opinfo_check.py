@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """OpInfo coverage of the devx backend: which ops of PyTorch's OpInfo database run natively on
 devx (without touching the counted CPU fallback) and give the CPU's results.
 
@@ -9,14 +8,14 @@ toleranceOverride for CPU where it has one, NaN == NaN), and for float32 samples
 support autograd, input gradients under a fixed random cotangent are compared too. An op is
 "native" when no fallback call was counted while it ran on devx (forward or backward).
 
-    python tools/opinfo_coverage.py [--ops REGEX] [--limit-samples N] [--json OUT]
+    python -m torch_devx.tools.opinfo_check [--ops REGEX] [--limit-samples N] [--json OUT]
 
-tests/test_opinfo.py imports this module (check_op, load_op_db, applicable_ops, summarize).
+tests/test_opinfo.py and the vendor conformance kit (vendor_test.py) build on this module.
 
-DEVX_MOCK_CUDA=0 is set before torch_devx is imported when this runs as a script: with CUDA
-mocked, torch.cuda.is_available() is True and torch.testing._internal takes the CUDA paths.
-Where torch_devx is already imported (the test suite), load_op_db() and devx_checks() switch the
-mocking off around the import and the checks.
+With CUDA mocked, torch.cuda.is_available() is True and torch.testing._internal takes the CUDA
+paths; torch_devx (imported before this module, which lives in its package) mocks CUDA unless
+DEVX_MOCK_CUDA=0. So load_op_db() and devx_checks() switch the mocking off around the import and
+the checks.
 """
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ import argparse
 import contextlib
 import itertools
 import json
-import os
+import math
 import random
 import re
 import sys
@@ -35,13 +34,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
-if __name__ == "__main__":
-    os.environ["DEVX_MOCK_CUDA"] = "0"
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import torch  # noqa: E402
-import torch_devx  # noqa: E402,F401  (registers the devx device)
-from torch_devx import cuda_mock, diagnostics  # noqa: E402
+import torch
+import torch_devx
+from torch_devx import cuda_mock, diagnostics
 
 DTYPES = (torch.float32, torch.int64)
 
@@ -89,19 +84,23 @@ def full_name(op: Any) -> str:
     return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
 
 
-def not_applicable_reason(op: Any) -> Optional[str]:
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def not_applicable_reason(op: Any, dtypes: tuple[torch.dtype, ...] = DTYPES) -> Optional[str]:
     if SPARSE_QUANT_OPS.search(op.name):
         return "sparse/quantized op"
-    if not any(op.supports_dtype(dt, "cpu") for dt in DTYPES):
-        return "supports neither float32 nor int64 on CPU"
+    if not any(op.supports_dtype(dt, "cpu") for dt in dtypes):
+        return f"supports none of {', '.join(map(dtype_name, dtypes))} on CPU"
     return None
 
 
-def applicable_ops(op_db: list) -> tuple[list, dict[str, str]]:
+def applicable_ops(op_db: list, dtypes: tuple[torch.dtype, ...] = DTYPES) -> tuple[list, dict[str, str]]:
     """(applicable OpInfos, {full name: reason} for the others)."""
     ops, skipped = [], {}
     for op in op_db:
-        reason = not_applicable_reason(op)
+        reason = not_applicable_reason(op, dtypes)
         if reason:
             skipped[full_name(op)] = reason
         else:
@@ -253,21 +252,96 @@ def _compare_meta(got: Any, want: Any, where: str = "output") -> None:
             _compare_meta(g, w, f"{where}[{i}]")
 
 
+class MismatchError(AssertionError):
+    """A comparison that failed; `details` (JSON-ready) says where and by how much, as far as
+    first_mismatch() can tell."""
+
+    def __init__(self, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def _pairs(got: Any, want: Any, where: str) -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(path, got tensor, wanted tensor) at the places where both structures hold a tensor."""
+    if isinstance(want, torch.Tensor):
+        if isinstance(got, torch.Tensor):
+            yield where, got, want
+    elif isinstance(want, (list, tuple)) and isinstance(got, (list, tuple)):
+        for i, (g, w) in enumerate(zip(got, want)):
+            yield from _pairs(g, w, f"{where}[{i}]")
+    elif isinstance(want, dict) and isinstance(got, dict):
+        for k in want:
+            if k in got:
+                yield from _pairs(got[k], want[k], f"{where}[{k!r}]")
+
+
+def _json_number(x: Any) -> Any:
+    """Element values as JSON holds them: complex and non-finite numbers as strings."""
+    if isinstance(x, complex) or (isinstance(x, float) and not math.isfinite(x)):
+        return str(x)
+    return x
+
+
+def _max(t: torch.Tensor) -> float:
+    """Largest value, NaN only when there is nothing else."""
+    t = t[~t.isnan()]
+    return t.max().item() if t.numel() else math.nan
+
+
+def first_mismatch(got: Any, want: Any, tol: dict[str, float], where: str = "output") -> Optional[dict[str, Any]]:
+    """The first tensor of `got` (CPU tensors) not close to its counterpart in `want`: its path, the
+    number of wrong elements, the largest absolute and relative errors among them, and the first
+    wrong element (row-major index, both values). None when every paired tensor is close."""
+    from torch.testing._comparison import default_tolerances
+
+    for path, g, w in _pairs(got, want, where):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return {"where": path, "got": f"{tuple(g.shape)} {g.dtype}", "expected": f"{tuple(w.shape)} {w.dtype}"}
+        wide = torch.complex128 if w.is_complex() else torch.float64
+        gv, wv = g.to(wide), w.to(wide)
+        if w.is_floating_point() or w.is_complex():
+            rtol, atol = (tol["rtol"], tol["atol"]) if tol else default_tolerances(w)
+            bad = ~torch.isclose(gv, wv, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            rtol = atol = 0.0
+            bad = g != w
+        if not bad.any():
+            continue
+        abs_err = (gv - wv).abs()[bad]
+        rel_err = abs_err / wv.abs()[bad]
+        flat = int(bad.reshape(-1).nonzero()[0].item())
+        index, rest = [], flat
+        for size in reversed(w.shape):
+            index.append(rest % size)
+            rest //= size
+        return {
+            "where": path, "numel": w.numel(), "mismatched": int(bad.sum().item()),
+            "max_abs": _json_number(_max(abs_err)), "max_rel": _json_number(_max(rel_err)),
+            "first_bad_index": index[::-1],
+            "got": _json_number(g.reshape(-1)[flat].item()), "expected": _json_number(w.reshape(-1)[flat].item()),
+            "rtol": rtol, "atol": atol,
+        }
+    return None
+
+
 def compare(got: Any, want: Any, tol: dict[str, float], meta_only: bool = False,
-            on_devx: bool = True) -> None:
+            on_devx: bool = True, where: str = "output") -> None:
     """Raises AssertionError unless devx's `got` matches the CPU's `want` (and, with on_devx,
-    tensors the CPU returned on the CPU came back on devx)."""
+    tensors the CPU returned on the CPU came back on devx); a MismatchError where values differ."""
     if on_devx:
-        _check_devices(got, want)
+        _check_devices(got, want, where)
     got, want = _to_cpu(got), _to_cpu(want)
     if meta_only:
-        _compare_meta(got, want)
+        _compare_meta(got, want, where)
         return
     if want is None or isinstance(want, (str, torch.dtype, torch.device, bool, torch.Size)):
         if got != want:
             raise AssertionError(f"got {got!r}, expected {want!r}")
         return
-    torch.testing.assert_close(got, want, equal_nan=True, check_device=False, **tol)
+    try:
+        torch.testing.assert_close(got, want, equal_nan=True, check_device=False, **tol)
+    except AssertionError as e:
+        raise MismatchError(str(e), first_mismatch(got, want, tol, where) or {"where": where}) from None
 
 
 # --- one op ----------------------------------------------------------------------------------
@@ -282,6 +356,9 @@ class OpResult:
     backward_ok: Optional[bool] = None  # None: no float32 backward checked
     samples: int = 0
     errors: list[str] = field(default_factory=list)
+    # The errors as records: sample (tag), phase (forward/backward), kind (mismatch: results differ;
+    # error: devx raised), message, details (MismatchError's, else None).
+    failures: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -295,7 +372,7 @@ def _err(e: BaseException) -> str:
     return msg[:MAX_ERROR_CHARS] + ("..." if len(msg) > MAX_ERROR_CHARS else "")
 
 
-class _FallbackWindow:
+class FallbackWindow:
     """Fallback calls counted while the devx side of an op runs."""
 
     def __init__(self) -> None:
@@ -386,11 +463,68 @@ def _devx_parts(sample: Any, placed: Any) -> list:
     return _map(parts, _leaf_copy("devx"), "devx", {})
 
 
-def _check_sample(op: Any, sample: Any, placed: Any, tag: str, dtype: torch.dtype, backward: bool,
-                  seed: int, res: OpResult, window: _FallbackWindow, tol: dict[str, float],
-                  meta_only: bool) -> None:
+@dataclass
+class SampleCase:
+    """One OpInfo sample to check, and how."""
+    tag: str  # "float32 sample 0"
+    sample: Any  # the SampleInput generated for the CPU
+    placed: Any  # the same sample generated for devx: where OpInfo puts each tensor (None: all on devx)
+    seed: int
+    backward: bool
+    tol: dict[str, float]
+    meta_only: bool  # random or undefined values: shapes and dtypes compared
+
+
+def values_undefined(op: Any) -> bool:
+    return bool(RANDOM_OPS.match(op.name) or UNDEFINED_OPS.match(op.name)
+                or getattr(op, "nondeterministic_seeded", False))
+
+
+def iter_samples(op: Any, limit_samples: int, seed: int, dtypes: tuple[torch.dtype, ...],
+                 notes: list[str]) -> Iterator[SampleCase]:
+    """The op's first `limit_samples` samples of each of `dtypes` it supports on the CPU (floating
+    dtypes with backward where the op has one there); why a dtype yields none goes to `notes`."""
+    meta_only = values_undefined(op)
+    for dtype in dtypes:
+        if not op.supports_dtype(dtype, "cpu"):
+            continue
+        backward = (dtype.is_floating_point and op.supports_autograd
+                    and dtype in op.supported_backward_dtypes("cpu"))
+        tol = tolerance(op, dtype)
+        try:
+            samples = _samples(op, "cpu", dtype, backward, seed, limit_samples)
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"{dtype}: sample_inputs raised {_err(e)}")
+            continue
+        # The same samples generated for devx tell which tensors OpInfo puts on the device
+        # and which it keeps on the CPU; their values are not used.
+        try:
+            placed = _samples(op, "devx", dtype, backward, seed, limit_samples)
+        except Exception as e:  # noqa: BLE001
+            notes.append(f"{dtype}: sample_inputs('devx') raised {_err(e)}; all tensors moved to devx")
+            placed = []
+        for i, sample in enumerate(samples):
+            yield SampleCase(f"{dtype_name(dtype)} sample {i}", sample, placed[i] if i < len(placed) else None,
+                             seed + i, backward, tol, meta_only)
+
+
+def _fail(res: OpResult, tag: str, phase: str, e: BaseException, mismatch: bool, grad: Optional[int] = None) -> None:
+    what = phase + (" mismatch" if mismatch else "") + (f" (grad {grad})" if grad is not None else "")
+    res.errors.append(f"{tag} {what}: {_err(e)}")
+    res.failures.append({"sample": tag, "phase": phase, "kind": "mismatch" if mismatch else "error",
+                         "message": _err(e), "details": getattr(e, "details", None)})
+    if phase == "forward":
+        res.forward_ok = False
+    else:
+        res.backward_ok = False
+
+
+def check_sample(op: Any, case: SampleCase, res: OpResult, window: FallbackWindow) -> None:
+    """Runs one sample on the CPU and devx and records in `res` whether devx agrees (a sample the
+    CPU rejects counts for nothing: res.samples is not incremented)."""
+    sample, tag, tol, meta_only, seed = case.sample, case.tag, case.tol, case.meta_only, case.seed
     inp_cpu = _map([sample.input, sample.args, sample.kwargs], _leaf_copy("cpu"), "cpu", {})
-    inp_dev = _devx_parts(sample, placed)
+    inp_dev = _devx_parts(sample, case.placed)
     on_devx = _runs_on_devx(inp_dev)
     cpu = types.SimpleNamespace(input=inp_cpu[0], args=inp_cpu[1], kwargs=inp_cpu[2])
     dev = types.SimpleNamespace(input=inp_dev[0], args=inp_dev[1], kwargs=inp_dev[2])
@@ -409,21 +543,19 @@ def _check_sample(op: Any, sample: Any, placed: Any, tag: str, dtype: torch.dtyp
             _seed(seed)
             got = _run(op, dev)
     except Exception as e:  # noqa: BLE001
-        res.forward_ok = False
-        res.errors.append(f"{tag} forward: {_err(e)}")
-        if backward:
+        _fail(res, tag, "forward", e, mismatch=False)
+        if case.backward:
             res.backward_ok = False
         return
     try:
         compare(got, want, tol, meta_only, on_devx)
         if not meta_only:
             # Arguments an op writes to (resize_, out-like kwargs, in-place samples) too.
-            compare(_tensors(inp_dev), _tensors(inp_cpu), tol, on_devx=False)
+            compare(_tensors(inp_dev), _tensors(inp_cpu), tol, on_devx=False, where="arguments")
     except Exception as e:  # noqa: BLE001
-        res.forward_ok = False
-        res.errors.append(f"{tag} forward mismatch: {_err(e)}")
+        _fail(res, tag, "forward", e, mismatch=True)
 
-    if not backward:
+    if not case.backward:
         return
     try:
         outs_cpu = _diff_outputs(post(want))
@@ -448,19 +580,18 @@ def _check_sample(op: Any, sample: Any, placed: Any, tag: str, dtype: torch.dtyp
                                      f"leaves on devx, {len(outs_cpu)} and {len(leaves_cpu)} on CPU")
             grads_dev = torch.autograd.grad(outs_dev, leaves_dev, cots_dev, allow_unused=True)
     except Exception as e:  # noqa: BLE001
-        res.backward_ok = False
-        res.errors.append(f"{tag} backward: {_err(e)}")
+        _fail(res, tag, "backward", e, mismatch=False)
         return
-    try:
-        for i, (g, w) in enumerate(zip(grads_dev, grads_cpu)):
-            if g is None and w is None:
-                continue
-            g = torch.zeros_like(leaves_dev[i]) if g is None else g
-            w = torch.zeros_like(leaves_cpu[i]) if w is None else w
-            compare(g, w, tol, meta_only, on_devx)
-    except Exception as e:  # noqa: BLE001
-        res.backward_ok = False
-        res.errors.append(f"{tag} backward mismatch (grad {i}): {_err(e)}")
+    for i, (g, w) in enumerate(zip(grads_dev, grads_cpu)):
+        if g is None and w is None:
+            continue
+        g = torch.zeros_like(leaves_dev[i]) if g is None else g
+        w = torch.zeros_like(leaves_cpu[i]) if w is None else w
+        try:
+            compare(g, w, tol, meta_only, on_devx, where=f"grad {i}")
+        except Exception as e:  # noqa: BLE001
+            _fail(res, tag, "backward", e, mismatch=True, grad=i)
+            return
 
 
 def check_op(op: Any, limit_samples: int = 3, seed: int = 0, dtypes: tuple[torch.dtype, ...] = DTYPES) -> OpResult:
@@ -475,33 +606,11 @@ def check_op(op: Any, limit_samples: int = 3, seed: int = 0, dtypes: tuple[torch
 def _check_op(op: Any, limit_samples: int, seed: int, dtypes: tuple[torch.dtype, ...]) -> OpResult:
     res = OpResult(full_name(op))
     t0 = time.perf_counter()
-    window = _FallbackWindow()
-    meta_only = bool(RANDOM_OPS.match(op.name) or UNDEFINED_OPS.match(op.name)
-                     or getattr(op, "nondeterministic_seeded", False))
-    if meta_only:
+    window = FallbackWindow()
+    if values_undefined(op):
         res.notes.append("random or undefined values: shapes and dtypes compared")
-    for dtype in dtypes:
-        if not op.supports_dtype(dtype, "cpu"):
-            continue
-        backward = (dtype.is_floating_point and op.supports_autograd
-                    and dtype in op.supported_backward_dtypes("cpu"))
-        tol = tolerance(op, dtype)
-        try:
-            samples = _samples(op, "cpu", dtype, backward, seed, limit_samples)
-        except Exception as e:  # noqa: BLE001
-            res.notes.append(f"{dtype}: sample_inputs raised {_err(e)}")
-            continue
-        # The same samples generated for devx tell which tensors OpInfo puts on the device
-        # and which it keeps on the CPU; their values are not used.
-        try:
-            placed = _samples(op, "devx", dtype, backward, seed, limit_samples)
-        except Exception as e:  # noqa: BLE001
-            res.notes.append(f"{dtype}: sample_inputs('devx') raised {_err(e)}; all tensors moved to devx")
-            placed = []
-        for i, sample in enumerate(samples):
-            tag = f"{str(dtype).replace('torch.', '')} sample {i}"
-            _check_sample(op, sample, placed[i] if i < len(placed) else None, tag, dtype, backward,
-                          seed + i, res, window, tol, meta_only)
+    for case in iter_samples(op, limit_samples, seed, dtypes, res.notes):
+        check_sample(op, case, res, window)
     res.fallback_ops = dict(window.calls.most_common())
     res.native = not res.fallback_ops
     res.seconds = time.perf_counter() - t0
