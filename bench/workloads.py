@@ -80,3 +80,86 @@ def step_maker(device: str, autocast: bool = False) -> Callable[[], object]:
         opt.step()
 
     return step
+
+
+class TinyGPT(nn.Module):
+    """A GPT-2-style decoder (learned positions, pre-norm blocks, causal attention written out,
+    GELU MLP, tied input/output embeddings)."""
+
+    def __init__(self, vocab: int = 64, dim: int = 32, heads: int = 4, layers: int = 2, ctx: int = 16) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, dim)
+        self.wpe = nn.Embedding(ctx, dim)
+        self.blocks = nn.ModuleList(
+            nn.ModuleDict(dict(ln1=nn.LayerNorm(dim), qkv=nn.Linear(dim, 3 * dim), proj=nn.Linear(dim, dim),
+                               ln2=nn.LayerNorm(dim), fc=nn.Linear(dim, 4 * dim), out=nn.Linear(4 * dim, dim)))
+            for _ in range(layers))
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.wte.weight
+        self.heads = heads
+
+    def forward(self, tok: torch.Tensor) -> torch.Tensor:
+        b, t = tok.shape
+        x = self.wte(tok) + self.wpe(torch.arange(t, device=tok.device))
+        causal = torch.ones(t, t, device=tok.device, dtype=torch.bool).triu(1)
+        for blk in self.blocks:
+            q, k, v = blk["qkv"](blk["ln1"](x)).split(x.shape[-1], dim=-1)
+            q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) / (q.shape[-1] ** 0.5)
+            y = att.masked_fill(causal, float("-inf")).softmax(-1) @ v
+            x = x + blk["proj"](y.transpose(1, 2).reshape(b, t, -1))
+            x = x + blk["out"](F.gelu(blk["fc"](blk["ln2"](x))))
+        return self.head(self.ln(x))
+
+
+class LSTMNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(10, 16, num_layers=2, batch_first=True)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.lstm(x)[0][:, -1])
+
+
+def small_model(name: str) -> tuple[nn.Module, Callable[[], torch.Tensor], Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+    """(model, input maker, loss(output, input)) of the small models devx is checked and timed
+    on: an MLP, a CNN with batch norm, an LSTM and a GPT-2-style language model. Convolutions
+    before batch norm have no bias, as in ResNets: its gradient is rounding noise."""
+    if name == "mlp":
+        model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 5))
+        return model, lambda: torch.randn(8, 20), lambda out, x: F.cross_entropy(out, torch.arange(8, device=out.device) % 5)
+    if name == "cnn":
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                              nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
+                              nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 5))
+        return model, lambda: torch.randn(4, 3, 16, 16), lambda out, x: F.cross_entropy(out, torch.arange(4, device=out.device) % 5)
+    if name == "lstm":
+        return LSTMNet(), lambda: torch.randn(4, 7, 10), lambda out, x: F.cross_entropy(out, torch.arange(4, device=out.device) % 5)
+    if name == "gpt":
+        def lm_loss(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(out[:, :-1].reshape(-1, out.shape[-1]), x[:, 1:].reshape(-1))
+
+        return TinyGPT(), lambda: torch.randint(0, 64, (2, 16)), lm_loss
+    raise ValueError(f"no small model {name!r}")
+
+
+def train_small(name: str, device: str, steps: int = 5) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Losses and final parameters of `steps` SGD steps of small_model(name) on `device`, from the
+    same seed and data whatever the device."""
+    torch.manual_seed(0)
+    model, make_input, loss_fn = small_model(name)
+    model = model.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    torch.manual_seed(1)
+    inputs = [make_input() for _ in range(steps)]
+    losses = []
+    for x in inputs:
+        x = x.to(device)
+        loss = loss_fn(model(x), x)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return torch.stack(losses).cpu(), [p.detach().cpu() for p in model.parameters()]
