@@ -3,6 +3,7 @@
 #include <ATen/EmptyTensor.h>
 #include <c10/util/irange.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -73,14 +74,155 @@ DevxStatus ctx_philox_state(DevxKernelContext* ctx, DevxGenerator generator, uin
   return DEVX_OK;
 }
 
-std::string dtype_of_first_tensor(const std::deque<at::Tensor>& tensors) {
-  for (const at::Tensor& t : tensors) {
-    if (t.defined()) return std::string(c10::toString(t.scalar_type()));
+template <typename Store>
+std::string dtype_of_first_tensor(const Store& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].defined()) return std::string(c10::toString(tensors[i].scalar_type()));
   }
   return "no tensor";
 }
 
+void add_key(std::vector<int64_t>& key, const c10::IValue& v);
+
+void add_tensor_key(std::vector<int64_t>& key, const at::Tensor& t) {
+  if (!t.defined()) {
+    key.push_back(-1);
+    return;
+  }
+  key.push_back(static_cast<int64_t>(t.device().type()) << 16 | (t.device().index() + 1) << 8 |
+                static_cast<int64_t>(t.scalar_type()));
+  key.push_back(static_cast<int64_t>(t.layout()) << 8 | t.unsafeGetTensorImpl()->is_wrapped_number() << 1 |
+                (t.is_conj() || t.is_neg()));
+  key.push_back(t.dim());
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    key.push_back(t.size(d));
+    key.push_back(t.stride(d));
+  }
+}
+
+// Each kind of value starts with its own code, so that different kinds never give one key.
+void add_key(std::vector<int64_t>& key, const c10::IValue& v) {
+  if (v.isTensor()) {
+    key.push_back(1);
+    add_tensor_key(key, v.toTensor());
+  } else if (v.isList()) {
+    key.push_back(2);
+    const c10::List<c10::IValue> list = v.toList();
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (const c10::IValue& e : list) add_key(key, e);
+  } else if (v.isInt()) {
+    key.push_back(3);
+    key.push_back(v.toInt());
+  } else if (v.isDouble()) {
+    key.push_back(4);
+    const double d = v.toDouble();
+    int64_t bits;
+    std::memcpy(&bits, &d, sizeof bits);
+    key.push_back(bits);
+  } else if (v.isBool()) {
+    key.push_back(5);
+    key.push_back(v.toBool());
+  } else if (v.isComplexDouble()) {
+    key.push_back(6);
+    const c10::complex<double> c = v.toComplexDouble();
+    int64_t bits[2];
+    std::memcpy(bits, &c, sizeof bits);
+    key.push_back(bits[0]);
+    key.push_back(bits[1]);
+  } else if (v.isString()) {
+    key.push_back(7);
+    key.push_back(static_cast<int64_t>(std::hash<std::string_view>{}(v.toStringView())));
+  } else if (v.isDevice()) {
+    key.push_back(8);
+    key.push_back(static_cast<int64_t>(v.toDevice().type()) << 8 | (v.toDevice().index() + 1));
+  } else if (v.isSymInt()) {
+    key.push_back(3);
+    key.push_back(v.toSymInt().expect_int());
+  } else if (v.isNone()) {
+    key.push_back(9);
+  } else {
+    key.push_back(10);  // a generator: nothing of it reaches a meta function
+  }
+}
+
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& key) const {
+    size_t h = 0;
+    for (int64_t v : key) h = h * 1000003 ^ std::hash<int64_t>{}(v);
+    return h;
+  }
+};
+
+// Per thread: no lock on the hot path. Bounded: a signature seen once in a while is asked again.
+constexpr size_t kMaxSignaturesPerOp = 512;
+thread_local std::unordered_map<std::vector<int64_t>, MetaResult, KeyHash> t_meta_cache;
+
+MetaOutput describe_meta(const at::Tensor& t) {
+  MetaOutput m;
+  if (!t.defined()) return m;
+  m.defined = true;
+  m.sizes = t.sizes().vec();
+  m.strides = t.strides().vec();
+  m.dtype = t.scalar_type();
+  return m;
+}
+
 }  // namespace
+
+const MetaResult* VendorCall::lookup(std::initializer_list<c10::IValue> args) {
+  key_.clear();
+  key_.push_back(op_);
+  for (const c10::IValue& v : args) add_key(key_, v);
+  auto it = t_meta_cache.find(key_);
+  return it == t_meta_cache.end() ? nullptr : &it->second;
+}
+
+void VendorCall::remember(std::initializer_list<c10::IValue> outputs) {
+  if (t_meta_cache.size() >= kMaxSignaturesPerOp * 8) t_meta_cache.clear();
+  MetaResult r;
+  for (const c10::IValue& v : outputs) {
+    std::vector<MetaOutput>& out = r.outputs.emplace_back();
+    if (v.isTensor()) {
+      out.push_back(describe_meta(v.toTensor()));
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(describe_meta(t));
+    }
+  }
+  t_meta_cache.emplace(key_, std::move(r));
+}
+
+at::Tensor VendorCall::result(const MetaResult* hit, size_t i) {
+  const MetaOutput& m = hit->outputs[i].at(0);
+  if (!m.defined) return at::Tensor();
+  return at::detail::empty_strided_generic(m.sizes, m.strides, devx_allocator(), kDevxKeys, m.dtype);
+}
+
+std::vector<at::Tensor> VendorCall::result_list(const MetaResult* hit, size_t i) {
+  std::vector<at::Tensor> r;
+  for (const MetaOutput& m : hit->outputs[i]) {
+    r.push_back(m.defined ? at::detail::empty_strided_generic(m.sizes, m.strides, devx_allocator(), kDevxKeys, m.dtype)
+                          : at::Tensor());
+  }
+  return r;
+}
+
+void VendorCall::resize_outputs_to(const MetaResult* hit, std::initializer_list<c10::IValue> outs) {
+  size_t i = 0;
+  auto fit = [](const at::Tensor& t, const MetaOutput& m) {
+    if (!t.defined() || t.sizes() == c10::IntArrayRef(m.sizes)) return;
+    t.resize_(m.sizes);
+    if (t.strides() != c10::IntArrayRef(m.strides)) t.as_strided_(m.sizes, m.strides);
+  };
+  for (const c10::IValue& v : outs) {
+    const std::vector<MetaOutput>& recorded = hit->outputs.at(i++);
+    if (v.isTensor()) {
+      fit(v.toTensor(), recorded.at(0));
+    } else {
+      size_t k = 0;
+      for (const at::Tensor& t : v.toTensorList()) fit(t, recorded.at(k++));
+    }
+  }
+}
 
 VendorCall::VendorCall(int op, int kernel) : op_(op), kernel_(kernel), device_(current_device()) {
   ctx_.device = device_;
@@ -209,13 +351,11 @@ DevxTensor* VendorCall::describe(const at::Tensor& t, bool output) {
   if (t.layout() != c10::kStrided) decline_reason(std::string("layout ") + c10::toString(t.layout()));
   const std::optional<DevxDType> dtype = abi_dtype(t.scalar_type());
   if (!dtype) decline_reason(std::string("dtype ") + c10::toString(t.scalar_type()));
-  tensors_.push_back(t);
-  is_output_.push_back(output);
-  const at::Tensor& held = tensors_.back();
-  descs_.push_back(DevxTensor{held.numel() == 0 ? nullptr : const_cast<void*>(held.const_data_ptr()),
-                              dtype.value_or(DEVX_FLOAT32), static_cast<int32_t>(held.dim()), held.sizes().data(),
-                              held.strides().data(), device, 0});
-  return &descs_.back();
+  const at::Tensor& held = tensors_.emplace_back(t);
+  is_output_.emplace_back(output);
+  return &descs_.emplace_back(DevxTensor{held.numel() == 0 ? nullptr : const_cast<void*>(held.const_data_ptr()),
+                                         dtype.value_or(DEVX_FLOAT32), static_cast<int32_t>(held.dim()),
+                                         held.sizes().data(), held.strides().data(), device, 0});
 }
 
 DevxTensorList VendorCall::describe_list(at::TensorList ts, bool output) {

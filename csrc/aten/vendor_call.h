@@ -18,6 +18,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,50 @@ extern void* g_vendor_adapters[gen::kNumOps];
 // What a declined call of op i runs: the compute device's kernel on aliases, or nullptr for the
 // CPU fallback.
 extern void* g_declined_kernels[gen::kNumOps];
+
+// What an op's meta function said for one signature of arguments (their metadata, and the
+// values of non-tensor arguments): the layout of each output. Meta functions of many ops are
+// Python (torch._meta_registrations), far too slow to run per call; training runs the same
+// signatures again and again.
+struct MetaOutput {
+  bool defined = false;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  c10::ScalarType dtype = c10::kFloat;
+};
+struct MetaResult {
+  std::vector<std::vector<MetaOutput>> outputs;  // per output: one entry, or one per list item
+};
+
+// Values handed out by address for one call: the first N inline (no allocation for a typical
+// op), the rest in a deque (stable addresses too).
+template <typename T, size_t N>
+class StableStore {
+ public:
+  template <typename... A>
+  T& emplace_back(A&&... args) {
+    if (size_ < N) {
+      T& slot = inline_[size_++];
+      slot = T(std::forward<A>(args)...);
+      return slot;
+    }
+    if (!more_) more_ = std::make_unique<std::deque<T>>();
+    ++size_;
+    return more_->emplace_back(std::forward<A>(args)...);
+  }
+  size_t size() const { return size_; }
+  T& operator[](size_t i) { return i < N ? inline_[i] : (*more_)[i - N]; }
+  const T& operator[](size_t i) const { return i < N ? inline_[i] : (*more_)[i - N]; }
+
+ private:
+  std::array<T, N> inline_{};
+  size_t size_ = 0;
+  std::unique_ptr<std::deque<T>> more_;
+};
+
+inline c10::IValue list_ivalue(const at::ITensorListRef& ts) {
+  return c10::IValue(std::vector<at::Tensor>(ts.begin(), ts.end()));
+}
 
 class VendorCall {
  public:
@@ -65,6 +110,16 @@ class VendorCall {
   c10::List<std::optional<at::Tensor>> expand_masks(const c10::List<std::optional<at::Tensor>>& indices);
   // An empty devx result of `dtype` that the kernel gives its size (dynamic_output in ops.yaml).
   at::Tensor result_to_size(c10::ScalarType dtype);
+
+  // The meta function's answer for these arguments, if it has been asked before (in this thread).
+  const MetaResult* lookup(std::initializer_list<c10::IValue> args);
+  // Records the outputs (tensors, or tensor lists) the meta function laid out for the arguments
+  // of the last lookup.
+  void remember(std::initializer_list<c10::IValue> outputs);
+  at::Tensor result(const MetaResult* hit, size_t i);
+  std::vector<at::Tensor> result_list(const MetaResult* hit, size_t i);
+  // out= arguments laid out as recorded.
+  void resize_outputs_to(const MetaResult* hit, std::initializer_list<c10::IValue> outs);
 
   // A fresh devx result laid out as meta result `m`.
   at::Tensor result(const at::Tensor& m);
@@ -129,22 +184,23 @@ class VendorCall {
   c10::DeviceIndex device_;
   DevxKernelContext ctx_;
   // Stable addresses: descriptors are handed out by pointer.
-  std::deque<DevxTensor> descs_;
-  std::deque<at::Tensor> tensors_;  // tensors_[i] is what descs_[i] describes
-  std::vector<bool> is_output_;
-  std::deque<std::vector<DevxTensor*>> lists_;
-  std::deque<DevxScalar> scalars_;
-  std::deque<std::vector<DevxScalar>> scalar_lists_;
-  std::deque<int64_t> ints_;
-  std::deque<double> doubles_;
-  std::deque<int> bools_;
-  std::deque<DevxDType> dtypes_;
-  std::deque<std::string> strings_;
-  std::deque<DevxIntList> int_lists_;
-  std::deque<DevxFloatList> float_lists_;
+  StableStore<DevxTensor, 6> descs_;
+  StableStore<at::Tensor, 6> tensors_;  // tensors_[i] is what descs_[i] describes
+  StableStore<bool, 6> is_output_;
+  StableStore<std::vector<DevxTensor*>, 1> lists_;
+  StableStore<DevxScalar, 3> scalars_;
+  StableStore<std::vector<DevxScalar>, 1> scalar_lists_;
+  StableStore<int64_t, 2> ints_;
+  StableStore<double, 2> doubles_;
+  StableStore<int, 2> bools_;
+  StableStore<DevxDType, 1> dtypes_;
+  StableStore<std::string, 1> strings_;
+  StableStore<DevxIntList, 2> int_lists_;
+  StableStore<DevxFloatList, 1> float_lists_;
   std::vector<c10::DataPtr> workspaces_;
   std::vector<std::pair<at::Tensor, at::Tensor>> outputs_;  // (devx, meta) of out= arguments
   std::string unsupported_;
+  std::vector<int64_t> key_;
 };
 
 // Runs op `op` as it would run without the vendor's kernel (the call was declined).

@@ -280,12 +280,12 @@ def gen_adapter(e: Entry, op_index: int) -> str:
     # Meta copies are locals: out= overloads take their outputs by non-const reference.
     def meta_arg(b) -> str:
         if b.name in expanded:
-            body.append(f"  auto m_{b.name} = call.meta({expanded[b.name]});")
+            body.append(f"    auto m_{b.name} = call.meta({expanded[b.name]});")
             return f"m_{b.name}"
         kind = classify(b.argument.type)
         if kind in ("tensor", "opt_tensor", "tensor_list", "opt_tensor_list", "device"):
             writes = b.argument.annotation is not None and b.argument.annotation.is_write
-            body.append(f"  auto m_{b.name} = call.{'meta_out' if writes and variant == 'out' else 'meta'}({b.name});")
+            body.append(f"    auto m_{b.name} = call.{'meta_out' if writes and variant == 'out' else 'meta'}({b.name});")
             return f"at::ITensorListRef(m_{b.name})" if "ITensorListRef" in b.type else f"m_{b.name}"
         return b.name
 
@@ -302,28 +302,53 @@ def gen_adapter(e: Entry, op_index: int) -> str:
         out_expr = {outs[0]: "o0"} if variant == "functional" else (
             {outs[0]: "self"} if variant == "inplace" else {name: name for name in outs})
         result = outs[0] if variant == "out" else ("self" if variant == "inplace" else "o0")
-    elif variant == "functional":
-        body.append(f"  auto m = {meta_call()};")
-        if len(outs) == 1:
-            body.append("  auto o0 = call.result(m);")
-        else:
-            body += [f"  auto o{i} = call.result(std::get<{i}>(m));" for i in range(len(outs))]
-        out_expr = {name: f"o{i}" for i, name in enumerate(outs)}
-        result = "o0" if len(outs) == 1 else f"{ret_type}({', '.join(f'o{i}' for i in range(len(outs)))})"
-    elif variant == "inplace":
-        body.append(f"  {meta_call()};")
-        out_expr = {outs[0]: "self"}
-        result = None if ret_type == "void" else "self"
     else:
-        body.append(f"  {meta_call()};")
-        body.append("  call.resize_outputs();")
-        out_expr = {name: name for name in outs}
-        if ret_type == "void":
-            result = None
-        elif len(f.func.returns) == 1:
-            result = outs[0]
+        # The meta function's answer is cached per signature of the arguments (vendor_call.h).
+        def ivalue(b) -> str:
+            name = expanded.get(b.name, b.name)
+            return f"devx::list_ivalue({name})" if "ITensorListRef" in b.type else f"c10::IValue({name})"
+
+        lookup = ", ".join(ivalue(b) for b in bindings)
+        list_outs = [r.type.is_list_like() is not None for r in f.func.returns]
+        if variant == "functional":
+            body += [f"  {'std::vector<at::Tensor>' if is_list else 'at::Tensor'} o{i};"
+                     for i, is_list in enumerate(list_outs)]
+            body.append(f"  if (const devx::MetaResult* hit = call.lookup({{{lookup}}})) {{")
+            body += [f"    o{i} = call.{'result_list' if is_list else 'result'}(hit, {i});"
+                     for i, is_list in enumerate(list_outs)]
+            body.append("  } else {")
+            body.append(f"    auto m = {meta_call()};")
+            if len(outs) == 1:
+                body.append("    o0 = call.result(m);")
+            else:
+                body += [f"    o{i} = call.result(std::get<{i}>(m));" for i in range(len(outs))]
+            body.append(f"    call.remember({{{', '.join(f'c10::IValue(o{i})' for i in range(len(outs)))}}});")
+            body.append("  }")
+            out_expr = {name: f"o{i}" for i, name in enumerate(outs)}
+            result = "o0" if len(outs) == 1 else f"{ret_type}({', '.join(f'o{i}' for i in range(len(outs)))})"
+        elif variant == "inplace":
+            body.append(f"  if (!call.lookup({{{lookup}}})) {{")
+            body.append(f"    {meta_call()};")
+            body.append("    call.remember({});")
+            body.append("  }")
+            out_expr = {outs[0]: "self"}
+            result = None if ret_type == "void" else "self"
         else:
-            result = f"{ret_type}({', '.join(outs)})"
+            out_ivalues = ", ".join(f"c10::IValue({name})" for name in outs)
+            body.append(f"  if (const devx::MetaResult* hit = call.lookup({{{lookup}}})) {{")
+            body.append(f"    call.resize_outputs_to(hit, {{{out_ivalues}}});")
+            body.append("  } else {")
+            body.append(f"    {meta_call()};")
+            body.append("    call.resize_outputs();")
+            body.append(f"    call.remember({{{out_ivalues}}});")
+            body.append("  }")
+            out_expr = {name: name for name in outs}
+            if ret_type == "void":
+                result = None
+            elif len(f.func.returns) == 1:
+                result = outs[0]
+            else:
+                result = f"{ret_type}({', '.join(outs)})"
     c_args = []
     for a in k.args:
         if a.output:
