@@ -4,7 +4,8 @@ PYTHON ?= python3
 TORCH_VERSION ?= 2.13.0
 VENV ?= .venv
 PY := $(VENV)/bin/python
-DEPS := $(VENV)/.deps-$(TORCH_VERSION)
+# The stamp names the dependency set: a venv made for an older set installs the new one.
+DEPS := $(VENV)/.deps-2-$(TORCH_VERSION)
 
 .PHONY: all build demo test bench profile clean
 
@@ -14,7 +15,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(DEPS): | $(PY)
-	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)" numpy pyyaml pytest expecttest setuptools wheel cmake ninja
+	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)" numpy pyyaml pytest expecttest setuptools wheel cmake ninja scipy-openblas32
 	touch $@
 
 # Re-run every time: the CMake build underneath is incremental, so this costs seconds when

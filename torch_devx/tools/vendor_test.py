@@ -9,7 +9,11 @@ relate to those ops' names (every applicable one with --all) run in child proces
 the CPU and on devx as torch_devx.tools.opinfo_check compares them (forward, and backward for
 floating dtypes). The vendor kernels a sample called on devx share its verdict; a sample that
 differs from the CPU is rerun with kernels' ops forced to the CPU fallback to find the kernel to
-blame (judge_sample).
+blame (judge_sample). What counts as differing is opinfo_check.compare()'s: besides the tolerance,
+it accepts indices among equal values that pick the same values, 16-bit/float32 results at least as
+close to a float64 reference as the CPU's, rounding differences within the spread one-ulp
+perturbations of the CPU's own computation give, and output dtypes the core took from the op's meta
+function (listed under the table as the core's, not judged against a kernel).
 
 Verdicts, per kernel:
     pass      every sample that called it matched the CPU
@@ -143,6 +147,11 @@ def parse_dtypes(text: str) -> tuple[torch.dtype, ...]:
     if not dtypes:
         raise ValueError("--dtypes names no dtype")
     return tuple(dtypes)
+
+
+def kit_op_db() -> list:
+    """op_db and the _foreach_* OpInfos it leaves out."""
+    return oc.load_op_db() + oc.load_foreach_db()
 
 
 # --- the child: OpInfos from stdin, one JSON line per event --------------------------------------
@@ -314,7 +323,7 @@ def child_main(argv: list[str]) -> int:
 
     dtypes = parse_dtypes(args.dtypes)
     served = kernel_ops()
-    by_name = {oc.full_name(op): op for op in oc.load_op_db()}
+    by_name = {oc.full_name(op): op for op in kit_op_db()}
     names = [args.probe[0]] if args.probe else (line.strip() for line in sys.stdin)
     with oc.devx_checks(), warnings.catch_warnings():
         # Deprecation notices of the ops themselves (torch.lu, torch.qr, ...) are no finding.
@@ -557,7 +566,7 @@ def run_kit(ops: Optional[str] = None, opinfos: Optional[str] = None, dtypes: st
     selected = {k: v for k, v in served.items() if rx is None or rx.search(k)}
     if not selected:
         raise ValueError(f"--ops {ops!r} matches none of the {len(served)} kernels of vendor {torch_devx.vendor}")
-    applicable, _ = oc.applicable_ops(oc.load_op_db(), chosen_dtypes)
+    applicable, _ = oc.applicable_ops(kit_op_db(), chosen_dtypes)
     chosen = applicable if all_opinfos else select_opinfos(applicable, selected)
     orx = _regex("--opinfos", opinfos)
     if orx:
@@ -597,6 +606,12 @@ def run_kit(ops: Optional[str] = None, opinfos: Optional[str] = None, dtypes: st
     for r in kernels.values():
         r.judge()
     unattributed_crashes = [c for c in runner.crashes if c["kernel"] not in kernels]
+    # Differences of the core's, not of a kernel's (opinfo_check.compare): listed, not judged.
+    # (A _foreach OpInfo's outputs, one per tensor of the list, are named once.)
+    core_findings = sorted({f"{name}: " + (re.sub(r": output\[\d+\] is ", ": output[*] is ", note)
+                                           if name.startswith("_foreach") else note)
+                            for name in names for note in (runner.results.get(name) or {}).get("notes", [])
+                            if note.startswith("core: ")})
     counts = Counter(r.status for r in kernels.values())
     failed = any(r.status in FAILING for r in kernels.values()) or bool(unattributed_crashes)
     return {
@@ -611,6 +626,7 @@ def run_kit(ops: Optional[str] = None, opinfos: Optional[str] = None, dtypes: st
         "crashes": runner.crashes,
         "unattributed_crashes": unattributed_crashes,
         "unattributed_failures": unattributed,
+        "core_findings": core_findings,
         "exit_status": 1 if failed else 0,
     }
 
@@ -677,6 +693,10 @@ def format_report(report: dict[str, Any]) -> str:
     if report["unattributed_failures"]:
         lines.append(f"{len(report['unattributed_failures'])} failing samples fail with the vendor's kernels on the "
                      f"CPU fallback too (not theirs), e.g.: {describe_failure(report['unattributed_failures'][0])}")
+    findings = report.get("core_findings", [])
+    if findings:
+        lines.append(f"{len(findings)} differences are the core's (outputs it allocated from the op's meta "
+                     f"function), compared in the CPU's dtype, e.g.: {findings[0]}")
     summary = ", ".join(f"{n} {s}" for s, n in report["summary"].items() if n)
     lines.append(f"{len(kernels)} kernels: {summary}")
     return "\n".join(lines)
