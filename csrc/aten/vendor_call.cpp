@@ -169,12 +169,18 @@ MetaOutput describe_meta(const at::Tensor& t) {
 
 }  // namespace
 
+// The key of the call being looked up, built in a buffer that keeps its capacity.
+thread_local std::vector<int64_t> t_key;
+
 const MetaResult* VendorCall::lookup(std::initializer_list<c10::IValue> args) {
-  key_.clear();
-  key_.push_back(op_);
-  for (const c10::IValue& v : args) add_key(key_, v);
-  auto it = t_meta_cache.find(key_);
-  return it == t_meta_cache.end() ? nullptr : &it->second;
+  t_key.clear();
+  t_key.push_back(op_);
+  for (const c10::IValue& v : args) add_key(t_key, v);
+  auto it = t_meta_cache.find(t_key);
+  if (it != t_meta_cache.end()) return &it->second;
+  // The meta function runs before remember(): its own ops may look up keys of theirs.
+  key_ = t_key;
+  return nullptr;
 }
 
 void VendorCall::remember(std::initializer_list<c10::IValue> outputs) {
@@ -188,7 +194,7 @@ void VendorCall::remember(std::initializer_list<c10::IValue> outputs) {
       for (const at::Tensor& t : v.toTensorList()) out.push_back(describe_meta(t));
     }
   }
-  t_meta_cache.emplace(key_, std::move(r));
+  t_meta_cache.emplace(std::move(key_), std::move(r));
 }
 
 at::Tensor VendorCall::result(const MetaResult* hit, size_t i) {

@@ -114,7 +114,7 @@ class VendorCall {
   // The meta function's answer for these arguments, if it has been asked before (in this thread).
   const MetaResult* lookup(std::initializer_list<c10::IValue> args);
   // Records the outputs (tensors, or tensor lists) the meta function laid out for the arguments
-  // of the last lookup.
+  // of the lookup that missed.
   void remember(std::initializer_list<c10::IValue> outputs);
   at::Tensor result(const MetaResult* hit, size_t i);
   std::vector<at::Tensor> result_list(const MetaResult* hit, size_t i);
@@ -200,7 +200,7 @@ class VendorCall {
   std::vector<c10::DataPtr> workspaces_;
   std::vector<std::pair<at::Tensor, at::Tensor>> outputs_;  // (devx, meta) of out= arguments
   std::string unsupported_;
-  std::vector<int64_t> key_;
+  std::vector<int64_t> key_;  // of a lookup that missed
 };
 
 // Runs op `op` as it would run without the vendor's kernel (the call was declined).

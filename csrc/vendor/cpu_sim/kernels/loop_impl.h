@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <stdexcept>
 #include <vector>
 
 namespace devx::cpu_sim::kern {
@@ -54,7 +55,9 @@ void Loop<N>::run(int64_t begin, int64_t end, F&& inner) const {
   if (begin >= end) return;
   const int nd = static_cast<int>(shape.size());
   const int64_t row = shape[nd - 1];
-  std::vector<int64_t> index(static_cast<size_t>(nd), 0);
+  // Shapes are at most a few dimensions after merging: the index lives on the stack.
+  std::array<int64_t, 64> index{};
+  if (nd > 64) throw std::runtime_error("cpu_sim kernel: more than 64 dimensions");
   int64_t rem = begin;
   for (int d = nd - 1; d >= 0; --d) {
     index[d] = rem % shape[d];
