@@ -12,15 +12,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from typing import Callable
 
 import torch
 
 import torch_devx
-from workloads import OPS, op_maker, step_maker, time_per_call
+from workloads import OPS, op_maker, run_json_child, step_maker, time_per_call
 
 
 def ratio(make: Callable[[str], Callable[[], object]], repeats: int, min_time: float) -> tuple[float, float, float]:
@@ -41,10 +39,7 @@ def autocast_step_maker(device: str) -> Callable[[], object]:
 def async_train_step(quick: bool) -> dict[str, float]:
     """The train step with asynchronous streams (DEVX_SIM_ASYNC=1 is read at import, so in a
     child process)."""
-    env = dict(os.environ, DEVX_SIM_ASYNC="1")
-    cmd = [sys.executable, os.path.abspath(__file__), "--train-step-only"] + (["--quick"] if quick else [])
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_json_child(__file__, ["--train-step-only"] + (["--quick"] if quick else []), DEVX_SIM_ASYNC="1")
 
 
 def main() -> None:

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 from typing import Callable
 
 import torch
 
-from workloads import OPS, op_maker, small_model, step_maker, time_per_call
+from workloads import OPS, op_maker, run_json_child, small_model, step_maker, time_per_call
 
 
 def ratio(make: Callable[[str], Callable[[], object]], repeats: int, min_time: float) -> float:
@@ -61,10 +58,8 @@ def child(what: str, quick: bool) -> dict[str, float]:
 
 
 def run_child(kernels: str, what: str, quick: bool) -> dict[str, float]:
-    env = dict(os.environ, DEVX_SIM_KERNELS=kernels, DEVX_SIM_THREADS="1")
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", what] + (["--quick"] if quick else [])
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_json_child(__file__, ["--child", what] + (["--quick"] if quick else []),
+                          DEVX_SIM_KERNELS=kernels, DEVX_SIM_THREADS="1")
 
 
 def main() -> None:

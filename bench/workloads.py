@@ -2,8 +2,12 @@
 torch alone (bench_cuda.py) runs them on an untouched torch."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
@@ -21,6 +25,14 @@ OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "clone": lambda a, b: a.clone(),
     "mul_scalar": lambda a, b: a * 2.0,
 }
+
+
+def run_json_child(script: str, args: list[str], **env: str) -> Any:
+    """Runs `script` with `args` in a child process with `env` added (settings read at import
+    need a process of their own) and returns the JSON of its last output line."""
+    cmd = [sys.executable, os.path.abspath(script), *args]
+    out = subprocess.run(cmd, env=dict(os.environ, **env), check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def time_per_call(fn: Callable[[], object], sync: Callable[[], None], min_time: float) -> float:
