@@ -12,9 +12,10 @@ import sys
 
 import torch
 
-from . import _C, _logging, _vendors
+from . import _C, _frames, _logging, _vendors
 
 _logging.install()
+_C._set_library_dirs(list(_frames.LIBRARY_DIRS))
 _C._init(*_vendors.candidates(os.environ.get("DEVX_VENDOR", "")))
 
 from . import _compute_allocator  # noqa: E402

@@ -70,27 +70,41 @@ std::vector<std::pair<std::string, std::string>> coverage() {
   return out;
 }
 
-// "file.py:42" of the innermost Python frame outside torch and torch_devx: where the user's
-// program called the op being diagnosed.
+// Real locations of library code (torch_devx._frames.LIBRARY_DIRS), each ending in a separator.
+// Set once at import, before any op can be diagnosed; read without a lock afterwards.
+std::vector<std::string>& library_dirs() {
+  static auto* dirs = new std::vector<std::string>();  // leaked: read by reports during teardown
+  return *dirs;
+}
+
+// The same test as torch_devx._frames.is_library_file, for the file names Python keeps in code
+// objects (absolute for every imported module and the main script).
+bool is_library_file(const std::string& file) {
+  if (file.rfind("<frozen ", 0) == 0 || file.rfind("<built-in", 0) == 0) return true;
+  for (const std::string& dir : library_dirs()) {
+    if (file.compare(0, dir.size(), dir) == 0) return true;
+  }
+  return false;
+}
+
+// "file.py:42" of the innermost frame of the user's code: where the user's program called the
+// op being diagnosed ("" when no frame is the user's).
 std::string python_location() {
   if (!Py_IsInitialized()) return "";
   py::gil_scoped_acquire gil;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
   std::string found;
-  while (frame) {
+  while (frame && found.empty()) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     std::string file = py::cast<std::string>(py::handle(code->co_filename));
-    int line = PyFrame_GetLineNumber(frame);
     Py_DECREF(code);
-    if (file.find("/torch/") == std::string::npos && file.find("/torch_devx/") == std::string::npos) {
-      found = file + ":" + std::to_string(line);
-    }
+    if (!is_library_file(file)) found = file + ":" + std::to_string(PyFrame_GetLineNumber(frame));
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
-    frame = found.empty() ? back : nullptr;
-    if (!found.empty()) Py_XDECREF(back);
+    frame = back;
   }
+  Py_XDECREF(frame);
   return found;
 }
 
@@ -211,6 +225,8 @@ void translate_errors() {
 PYBIND11_MODULE(_C, m) {
   translate_errors();
   devx::bind_memory(m);
+  m.def("_set_library_dirs", [](std::vector<std::string> dirs) { library_dirs() = std::move(dirs); },
+        "The folders whose files are library code, not the user's (torch_devx._frames.LIBRARY_DIRS)");
   m.def("_init", &init, "Load a vendor library (the one requested, or the usable one of highest priority) and set up the op table");
   m.def("_collective_engine", [] {
     const char* engine = devx::vendor().collective_engine;

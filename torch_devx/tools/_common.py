@@ -12,6 +12,8 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.overrides
 
+from .._frames import is_library_file
+
 __all__ = ["NOISE", "api_caller", "api_name", "call_as_caller", "ModeTool", "op_name", "run_as_main", "user_frame",
            "user_stack"]
 
@@ -26,9 +28,6 @@ NOISE = frozenset({
     "dim", "ndimension", "size", "stride", "numel", "nelement", "storage_offset", "element_size",
     "is_floating_point", "is_complex", "is_contiguous", "data_ptr", "get_device", "has_names",
 })
-
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-_DEVX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 _names: dict[Any, Optional[str]] = {}
 
@@ -84,15 +83,13 @@ def op_name(func: Any) -> str:
 
 
 def _is_tool_frame(frame: FrameType) -> bool:
-    """A frame of torch, torch_devx, Python's frozen modules, or a call_as_caller stand-in."""
-    code = frame.f_code
-    filename = os.path.abspath(code.co_filename)
-    return filename.startswith(_TORCH_DIR) or filename.startswith(_DEVX_DIR) or \
-        code.co_filename.startswith("<frozen") or code.co_name == _STAND_IN_NAME
+    """A frame of library code (see torch_devx._frames) or a call_as_caller stand-in."""
+    return frame.f_code.co_name == _STAND_IN_NAME or is_library_file(frame.f_code.co_filename)
 
 
 def user_frame(start: Optional[FrameType] = None) -> Optional[FrameType]:
-    """The innermost frame whose file is outside torch and torch_devx: the line that called the API."""
+    """The innermost frame of the user's code (not library code, not a stand-in): the line that
+    called the API."""
     frame = start if start is not None else sys._getframe(1)
     while frame is not None:
         if not _is_tool_frame(frame):
@@ -148,7 +145,7 @@ def call_as_caller(caller: Optional[FrameType], func: Callable, args: tuple, kwa
 
 
 def user_stack(start: Optional[FrameType] = None, limit: int = 16) -> list[str]:
-    """The frames outside torch and torch_devx from the calling line outwards, innermost first,
+    """The user's frames from the calling line outwards, innermost first,
     as 'file:line in function: source' (at most `limit`)."""
     frames = []
     frame = user_frame(start if start is not None else sys._getframe(1))

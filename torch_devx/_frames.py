@@ -1,0 +1,55 @@
+"""Which Python frames are library code and which are the user's.
+
+Every report that names "the user's line" (autocompare's "called from", the memory checker's and
+sanitizer's "allocated at", the sync summary, the dump and divergence tools) asks this module. A
+file is library code when it lies under the real location of an installed package that the user
+does not write: torch, torch_devx, Python's standard library and the site-packages folders. Folder
+*names* prove nothing: a user's project may well live in a folder called `torch` or `torch_devx`.
+"""
+from __future__ import annotations
+
+import os
+import site
+import sys
+import sysconfig
+from types import FrameType
+from typing import Optional
+
+import torch
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = {os.path.dirname(os.path.abspath(torch.__file__)), os.path.dirname(os.path.abspath(__file__))}
+    paths = sysconfig.get_paths()
+    dirs.update(paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths)
+    dirs.update(site.getsitepackages())
+    if site.ENABLE_USER_SITE and site.getusersitepackages():
+        dirs.add(site.getusersitepackages())
+    out = set()
+    for d in dirs:
+        # Both spellings: a frame's file name is the path it was imported through, which may or may
+        # not go through a symlink.
+        for spelling in (os.path.abspath(d), os.path.realpath(d)):
+            out.add(spelling.rstrip(os.sep) + os.sep)
+    return tuple(sorted(out))
+
+
+LIBRARY_DIRS = _library_dirs()
+
+
+def is_library_file(filename: str) -> bool:
+    """True for a file of torch, torch_devx, the standard library or site-packages, and for
+    Python's frozen and built-in code objects ("<frozen runpy>")."""
+    if filename.startswith("<frozen ") or filename.startswith("<built-in"):
+        return True
+    return os.path.abspath(filename).startswith(LIBRARY_DIRS)
+
+
+def user_frame(start: Optional[FrameType] = None) -> Optional[FrameType]:
+    """The innermost frame, from `start` (default: the caller's) outwards, whose file is the user's."""
+    frame = start if start is not None else sys._getframe(1)
+    while frame is not None:
+        if not is_library_file(frame.f_code.co_filename):
+            return frame
+        frame = frame.f_back
+    return None
