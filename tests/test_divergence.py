@@ -227,6 +227,7 @@ def test_cli_names_the_op_and_writes_a_repro(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "script finished" not in proc.stdout  # stopped at the first divergence
     assert "first divergence: aten::tanh (forward), in module 1 (Tanh)" in proc.stdout
+    assert (proc.stdout + proc.stderr).count("aten::tanh (forward)") == 1  # the report, once
     assert f"at {script}:14: model(x).sum().backward()" in proc.stdout
     repro = tmp_path / "div" / "00_tanh" / "test_repro_00_tanh.py"
     assert repro.is_file() and (tmp_path / "div" / "00_tanh" / "inputs.pt").is_file()
@@ -235,6 +236,25 @@ def test_cli_names_the_op_and_writes_a_repro(tmp_path):
     right, wrong = pytest_without_and_with_faults(repro, PLANTED_TANH, tmp_path)
     assert right.returncode == 0 and "1 passed" in right.stdout, right.stdout + right.stderr
     assert wrong.returncode == 1 and "1 failed" in wrong.stdout, wrong.stdout + wrong.stderr
+
+
+def test_cli_exit_status_tells_a_failing_script_from_a_divergence(tmp_path, capsys):
+    from torch_devx.__main__ import main
+
+    script = tmp_path / "crash.py"
+    script.write_text("import torch\n"
+                      "x = torch.ones(3, device='devx')\n"
+                      "torch.tanh(x)\n"
+                      "raise KeyError('the script broke')\n")
+    # `--ops` takes one comma-separated value: the script after it is not swallowed.
+    assert main(["divergence", "--ops", "tanh,add", "--out", str(tmp_path / "d"), str(script)]) == 2
+    out, err = capsys.readouterr()
+    assert "1 devx ops matched the CPU" in out and "no op diverged" not in out
+    assert "KeyError: 'the script broke'" in err and "the script failed (KeyError)" in err
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\nsys.exit(3)\n")
+    assert main(["divergence", "--out", str(tmp_path / "e"), str(exits)]) == 2
+    assert "the script failed (SystemExit)" in capsys.readouterr().err
 
 
 def test_missing_script_is_a_clear_error(tmp_path, capsys):

@@ -475,11 +475,23 @@ def test_cli_dump_steps_end_at_optimizer_steps(tools, tmp_path, capsys):
     script = tmp_path / "train.py"
     script.write_text(TRAIN_SCRIPT)
     out = tmp_path / "dump"
-    assert main(["dump", "--out", str(out), "--level", "mix", "--steps", "1", "2",
+    # A list option takes one comma-separated value, so the script after it stays the script.
+    assert main(["dump", "--out", str(out), "--level", "mix", "--steps", "1,2",
                  "--range", "torch.tanh.0", "Optimizer.SGD.0.step", str(script)]) == 0
     assert f"dump written to {out / 'step1'}, {out / 'step2'}" in capsys.readouterr().out
     assert dump_steps(str(out)) == [1, 2]
     names = list(load_dump(str(out), step=2).records)
     assert names[0] == "torch.tanh.0.forward" and names[-1] == "Optimizer.SGD.0.step"
     assert "Module.0.Linear.0.forward" not in names and "Module.2.Linear.0.forward" in names
+    out2 = tmp_path / "dump2"
+    assert main(["dump", "--out", str(out2), "--steps", "0", "--steps", "2", str(script)]) == 0
+    assert dump_steps(str(out2)) == [0, 2]
+
+
+def test_cli_list_options_reject_bad_items(capsys):
+    from torch_devx.__main__ import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["dump", "--steps", "0,x", "train.py"])
+    assert info.value.code == 2 and "invalid item in '0,x'" in capsys.readouterr().err
 

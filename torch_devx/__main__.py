@@ -1,16 +1,16 @@
 """Command line: `python -m torch_devx COMMAND`.
 
     coverage [--all]                          which ops run natively on each vendor
-    dump [--out DIR] [--mode M] [--level L] [--steps N ...] [--range START END] script.py [args...]
+    dump [--out DIR] [--mode M] [--level L] [--steps N,N...] [--range START END] script.py [args...]
                                               run a script with every API call dumped; each optimizer.step()
                                               ends a step (steps count from 0; a script without an
                                               optimizer is step 0)
     compare DUMP_A DUMP_B [--out DIR] [--step N]
                                               compare two dumps: summary, compare.csv/.html, ranking.csv
     parse DUMP RECORD [--step N]              one record's stack and statistics
-    divergence [--out DIR] [--keep-going] [--ops REGEX ...] [--rtol R] [--atol A] script.py [args...]
+    divergence [--out DIR] [--keep-going] [--ops REGEX,REGEX...] [--rtol R] [--atol A] script.py [args...]
                                               run a script with every devx op checked against the CPU;
-                                              exit status 1 when an op diverged
+                                              exit status 1 when an op diverged, 2 when the script failed
     vendor-test [--ops REGEX] [--opinfos REGEX] [--dtypes float32,float64,...] [--samples N] [--jobs J]
                 [--timeout S] [--json PATH] [--all]
                                               the vendor's conformance kit: each of its kernels on OpInfo
@@ -26,6 +26,26 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from typing import Any, Callable
+
+
+# Exit statuses of `divergence` (and `vendor-test`): 1 is a finding, 2 means the check could not be made.
+EXIT_DIVERGED = 1
+EXIT_SCRIPT_FAILED = 2
+
+
+def comma_list(item_type: Callable[[str], Any]) -> Callable[[str], list]:
+    """An argparse type for "a,b,c": the items, each converted by `item_type`. With action="extend"
+    the option may also be repeated. One value per option, so a list never swallows the script."""
+    def parse(text: str) -> list:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+        try:
+            return [item_type(item) for item in items]
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"invalid item in {text!r}: {e}") from None
+    return parse
 
 
 def coverage(show_all: bool) -> None:
@@ -111,17 +131,25 @@ def divergence(args: argparse.Namespace) -> int:
     import torch_devx  # noqa: F401
     from torch_devx.tools import run_script
 
-    finder = run_script(args.script, args.script_args, out_dir=args.out, stop=not args.keep_going, ops=args.ops,
-                        tolerances=float_tolerances(args.rtol, args.atol))
+    finder = run_script(args.script, args.script_args, raise_script_errors=False, out_dir=args.out,
+                        stop=not args.keep_going, ops=args.ops, tolerances=float_tolerances(args.rtol, args.atol),
+                        log=False)
     print(f"divergence finder: {finder.checked} devx ops matched the CPU"
           + (f", {sum(finder.unchecked.values())} could not be replayed on the CPU "
              f"({', '.join(sorted(finder.unchecked))})" if finder.unchecked else ""))
-    if finder.first is None:
-        print("no op diverged from the CPU")
-        return 0
     for d in finder.divergences.values():
         print(d.describe().replace("first divergence", "divergence", 1) if d is not finder.first else d.describe())
-    return 1
+    if finder.script_error is not None:
+        print(finder.script_traceback, end="", file=sys.stderr)
+        print(f"python -m torch_devx divergence: the script failed ({type(finder.script_error).__name__}"
+              + (" after the divergence above)" if finder.first is not None else "); its ops up to the failure "
+                 "matched the CPU"), file=sys.stderr)
+    if finder.first is not None:
+        return EXIT_DIVERGED
+    if finder.script_error is not None:
+        return EXIT_SCRIPT_FAILED
+    print("no op diverged from the CPU")
+    return 0
 
 
 def vendor_test(args: argparse.Namespace) -> int:
@@ -147,41 +175,56 @@ def main(argv: list[str] | None = None) -> int:
     cov = sub.add_parser("coverage", help="which ops run natively on each vendor")
     cov.add_argument("--all", action="store_true", help="list every op, not only those that fall back")
 
-    dmp = sub.add_parser("dump", help="run a script, dumping every API call's inputs and outputs")
+    dmp = sub.add_parser("dump", help="run a script, dumping every API call's inputs and outputs",
+                         description="Run SCRIPT as __main__ with every API call's inputs and outputs recorded "
+                                     "under --out; each optimizer.step() ends a step (steps count from 0).")
     dmp.add_argument("--out", default="dump", help="dump folder (default: dump)")
-    dmp.add_argument("--mode", default="stats", choices=["stats", "sample", "full", "stack"])
-    dmp.add_argument("--level", default="api", choices=["api", "module", "mix", "aten"])
-    dmp.add_argument("--apis", nargs="+", metavar="REGEX", help="only APIs whose name matches one of these")
+    dmp.add_argument("--mode", default="stats", choices=["stats", "sample", "full", "stack"],
+                     help="what each record keeps: stats (dtype, shape, max, min, mean, norm, nan and inf counts per "
+                          "tensor; the default), sample (stats and some elements saved), full (stats and every "
+                          "tensor saved), stack (names and the user's call stacks only)")
+    dmp.add_argument("--level", default="api", choices=["api", "module", "mix", "aten"],
+                     help="what is recorded: api (torch functions and Tensor methods; the default), module "
+                          "(nn.Module forward/backward), mix (both), aten (every aten op the device runs)")
+    dmp.add_argument("--apis", type=comma_list(str), action="extend", metavar="REGEX[,REGEX...]",
+                     help="only APIs whose name matches one of these patterns (comma-separated; the option may "
+                          "be repeated)")
     dmp.add_argument("--no-backward", action="store_true", help="leave the backward pass out")
-    dmp.add_argument("--steps", nargs="+", type=int, metavar="N",
-                     help="dump only these steps (a step ends at each optimizer.step(); the first is 0)")
+    dmp.add_argument("--steps", type=comma_list(int), action="extend", metavar="N[,N...]",
+                     help="dump only these steps, e.g. --steps 0,1 (a step ends at each optimizer.step(); the "
+                          "first is 0)")
     dmp.add_argument("--range", nargs=2, metavar=("START", "END"),
                      help='dump only the records from START to END in each step ("torch.tanh.0", '
                           '"Module.fc1.Linear.0.forward")')
-    dmp.add_argument("script")
-    dmp.add_argument("script_args", nargs=argparse.REMAINDER)
+    dmp.add_argument("script", help="the Python script to run")
+    dmp.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
 
     cmp_ = sub.add_parser("compare", help="compare two dumps (A: the device run, B: the reference)")
-    cmp_.add_argument("dump_a")
-    cmp_.add_argument("dump_b")
+    cmp_.add_argument("dump_a", help="the dump folder of the run under test (usually devx)")
+    cmp_.add_argument("dump_b", help="the dump folder of the reference run (usually the CPU or CUDA)")
     cmp_.add_argument("--out", help="folder for compare.csv, compare.html and ranking.csv")
     cmp_.add_argument("--step", type=int, help="step to compare (default: the first step both dumps hold)")
 
     prs = sub.add_parser("parse", help="show one record of a dump: its stack and statistics")
-    prs.add_argument("dump")
+    prs.add_argument("dump", help="the dump folder")
     prs.add_argument("record", help='"torch.tanh.0.forward", or "torch.tanh.0" for both directions')
-    prs.add_argument("--step", type=int)
+    prs.add_argument("--step", type=int, help="the step the record is in (default: the first step)")
 
     div = sub.add_parser("divergence", help="run a script with every devx op also run on the CPU; "
-                                            "report the first op that differs, with a repro")
+                                            "report the first op that differs, with a repro",
+                         description="Run SCRIPT with every devx op also run on the CPU and compared. Exit "
+                                     "status: 0 no op diverged, 1 an op diverged (a repro is written under --out), "
+                                     "2 the script failed before any op diverged, or bad options.")
     div.add_argument("--out", default="divergence", help="repro folder (default: divergence)")
     div.add_argument("--keep-going", action="store_true", help="check the whole run; list every op that diverged")
-    div.add_argument("--ops", nargs="+", metavar="REGEX", help="check only ops whose name matches one of these")
+    div.add_argument("--ops", type=comma_list(str), action="extend", metavar="REGEX[,REGEX...]",
+                     help="check only ops whose name matches one of these patterns (comma-separated; the option "
+                          "may be repeated)")
     div.add_argument("--rtol", type=float, help="relative tolerance for every floating dtype "
                                                 "(default per dtype: float32 1.3e-6, float16 1e-3, bfloat16 1.6e-2)")
     div.add_argument("--atol", type=float, help="absolute tolerance for every floating dtype (default 1e-5)")
-    div.add_argument("script")
-    div.add_argument("script_args", nargs=argparse.REMAINDER)
+    div.add_argument("script", help="the Python script to run")
+    div.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
 
     vt = sub.add_parser("vendor-test", help="the vendor's conformance kit: each of its kernels on OpInfo samples "
                                             "against the CPU")

@@ -36,6 +36,7 @@ import os
 import re
 import sys
 import threading
+import traceback
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -123,14 +124,18 @@ def _written(func: Any, args: tuple, kwargs: dict) -> list[Any]:
 
 class DivergenceFinder(TorchDispatchMode):
     def __init__(self, out_dir: str = "divergence", stop: bool = True, ops: Optional[Sequence[str]] = None,
-                 tolerances: Optional[dict[torch.dtype, tuple[float, float]]] = None, max_repros: int = 10) -> None:
+                 tolerances: Optional[dict[torch.dtype, tuple[float, float]]] = None, max_repros: int = 10,
+                 log: bool = True) -> None:
         super().__init__()
+        self._log = log
         self.out_dir = os.path.abspath(out_dir)
         self.stop_at_first = stop
         self._ops = [re.compile(p) for p in ops] if ops else None
         self.tolerances = {**DEFAULT_TOLERANCES, **(tolerances or {})}
         self.max_repros = max_repros
         self.divergences: dict[str, Divergence] = {}
+        self.script_error: Optional[BaseException] = None
+        self.script_traceback = ""
         self.checked = 0
         self.unchecked: dict[str, int] = {}
         self._tracker = ModuleTracker()
@@ -255,24 +260,34 @@ class DivergenceFinder(TorchDispatchMode):
             d.repro_dir = folder
             d.repro_test = save_repro(folder, func, inputs, devices, self.tolerances, d)
         self.divergences[name] = d
-        logger.warning("%s", d.describe())
+        if self._log:
+            logger.warning("%s", d.describe())
         if self.stop_at_first:
             raise DivergenceError(d)
 
 
-def run_script(path: str, argv: Sequence[str] = (), **options: Any) -> DivergenceFinder:
+def run_script(path: str, argv: Sequence[str] = (), raise_script_errors: bool = True,
+               **options: Any) -> DivergenceFinder:
     """Run a Python script as __main__ (with sys.argv = [path, *argv]) under a DivergenceFinder;
     returns the finder (its `first`, `divergences`, `checked`). A DivergenceError the script raises
-    through is caught here."""
+    through is caught here. Any other exception of the script (and a nonzero sys.exit) is raised,
+    or, with raise_script_errors=False, kept in the finder's `script_error` with its traceback in
+    `script_traceback`."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"script {path!r} does not exist")
     finder = DivergenceFinder(**options)
     try:
         with finder:
             run_as_main(path, argv)
     except DivergenceError:
         pass
-    except RuntimeError as e:
+    except (Exception, SystemExit) as e:
         # A divergence raised on an autograd engine thread may come back wrapped by the engine.
-        if finder.first is None or not finder.stop_at_first:
+        if isinstance(e, RuntimeError) and finder.first is not None and finder.stop_at_first:
+            logger.debug("script stopped by the divergence: %s", e)
+        elif raise_script_errors:
             raise
-        logger.debug("script stopped by the divergence: %s", e)
+        else:
+            finder.script_error = e
+            finder.script_traceback = traceback.format_exc()
     return finder
