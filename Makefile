@@ -40,4 +40,4 @@ profile: build
 	$(PY) examples/profile_resnet.py
 
 clean:
-	rm -rf build $(VENV) torch_devx/*.so *.egg-info
+	rm -rf build $(VENV) src/torch_devx/*.so src/torch_devx/include *.egg-info src/*.egg-info

@@ -1,7 +1,9 @@
-"""Builds torch_devx with CMake against the torch that is already installed.
+"""Builds torch_devx with CMake against the torch importable here.
 
-Install with `pip install --no-build-isolation -e .`: the build must see the same torch the
-extension will run with, so it cannot happen in an isolated environment.
+With build isolation (pip's default) that is the torch the build backend asked for
+(scripts/build_backend/devx_build.py: the user's own release when there is one); with
+`--no-build-isolation` it is the installed one. The wheel requires the same torch X.Y, and the
+package checks it again at import (torch_devx/_build_info.py, written here).
 """
 import os
 import shutil
@@ -25,7 +27,7 @@ class CMakeBuild(build_ext):
         src_dir = os.path.dirname(os.path.abspath(__file__))
         # The libraries are always built into the source package (what an editable install runs
         # from) and copied to wherever setuptools wants the extension (a wheel's build dir).
-        pkg_dir = os.path.join(src_dir, "torch_devx")
+        pkg_dir = os.path.join(src_dir, "src", "torch_devx")
         build_dir = os.environ.get("DEVX_BUILD_DIR", os.path.join(src_dir, "build"))
         os.makedirs(build_dir, exist_ok=True)
         # Prefer the cmake and ninja installed next to this interpreter (the Makefile's venv).
@@ -46,15 +48,32 @@ class CMakeBuild(build_ext):
         subprocess.check_call(configure)
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call([cmake, "--build", build_dir, "-j", jobs])
+        with open(os.path.join(pkg_dir, "_build_info.py"), "w") as f:
+            f.write(f'"""Written by setup.py at build time."""\nTORCH_VERSION = {torch.__version__!r}\n')
         if os.path.realpath(out_dir) != os.path.realpath(pkg_dir):
+            # A wheel: build_py ran before this and saw none of the build's products.
             os.makedirs(out_dir, exist_ok=True)
             for name in os.listdir(pkg_dir):
-                if name.endswith(".so"):
+                if name.endswith(".so") or name == "_build_info.py":
                     shutil.copy2(os.path.join(pkg_dir, name), os.path.join(out_dir, name))
+            shutil.copytree(os.path.join(pkg_dir, "include"), os.path.join(out_dir, "include"), dirs_exist_ok=True)
+
+
+def torch_requirement() -> str:
+    """The torch the extension is built against, as X.Y.* (patch releases keep the C++ ABI); the
+    supported range when torch is not importable (an sdist, whose wheel pins again)."""
+    try:
+        import torch
+    except ImportError:
+        return "torch>=2.11,<2.15"
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return f"torch=={major}.{minor}.*"
 
 
 setup(
-    packages=find_packages(include=["torch_devx", "torch_devx.*"]),
+    package_dir={"": "src"},
+    packages=find_packages("src", include=["torch_devx", "torch_devx.*"]),
+    install_requires=[torch_requirement(), "pyyaml", "scipy-openblas32"],
     ext_modules=[CMakeExtension("torch_devx._C")],
     cmdclass={"build_ext": CMakeBuild},
     # The headers and CMake config vendors build against (torch_devx.utils).

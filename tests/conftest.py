@@ -55,7 +55,7 @@ def child_env(**overrides: Optional[str]) -> dict[str, str]:
         for k, v in os.environ.items()
         if not (k.startswith("DEVX_") or k.startswith("DIPU_"))
     }
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(REPO / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["DEVX_VENDOR"] = "cpu_sim"
     # Keep the children light on a 2-core machine.
     env.setdefault("OMP_NUM_THREADS", "1")

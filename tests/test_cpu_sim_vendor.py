@@ -33,7 +33,7 @@ GiB = 1 << 30
 
 def find_library() -> tuple[Optional[Path], list[Path]]:
     """The built vendor library, looked for where a build leaves it; also the places searched."""
-    roots = [REPO / "torch_devx", REPO / "build"]
+    roots = [REPO / "src" / "torch_devx", REPO / "build"]
     if os.environ.get("DEVX_VENDOR_LIB_DIR"):
         roots.insert(0, Path(os.environ["DEVX_VENDOR_LIB_DIR"]))
     for root in roots:

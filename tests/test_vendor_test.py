@@ -88,7 +88,7 @@ def test_crash_is_isolated_and_attributed(tmp_path):
     proc, report = run_kit(tmp_path, ["--ops", r"^(relu|_softmax|mul)\.out$",
                                       "--opinfos", r"^(softmax|nn\.functional\.relu|__rmul__)$",
                                       "--jobs", "1", "--samples", "1", "--dtypes", "float32"],
-                           VENDOR_TEST_ABORT_OP="relu", PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
+                           VENDOR_TEST_ABORT_OP="relu", PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO / 'src'}")
     assert proc.returncode == 1, describe(proc)
     [crash] = report["crashes"]
     assert crash["opinfo"] == "nn.functional.relu" and crash["sample"] == "float32 sample 0", crash

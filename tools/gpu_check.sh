@@ -46,10 +46,10 @@ build)
       $PY -m pip install -q --no-index --find-links "$CARRY/wheels" pyyaml pytest cmake ninja expecttest setuptools wheel numpy
     fi
     $PY -m pip install -q --no-build-isolation --no-deps -e . || exit 1
-    if [ ! -e torch_devx/libdevx_vendor_cuda.so ] && [ -e "$CARRY/libdevx_vendor_cuda.so" ]; then
-      cp "$CARRY/libdevx_vendor_cuda.so" torch_devx/
+    if [ ! -e src/torch_devx/libdevx_vendor_cuda.so ] && [ -e "$CARRY/libdevx_vendor_cuda.so" ]; then
+      cp "$CARRY/libdevx_vendor_cuda.so" src/torch_devx/
     fi
-    ls -la torch_devx/*.so
+    ls -la src/torch_devx/*.so
     DEVX_VENDOR=cuda $PY -c "
 import torch, torch_devx
 print('vendor', torch_devx.vendor, 'routed', torch_devx._C._compute_allocations_routed())

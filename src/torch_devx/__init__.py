@@ -12,7 +12,22 @@ import sys
 
 import torch
 
-from . import _C, _frames, _logging, _vendors
+
+def _check_torch_version() -> None:
+    """An extension built against another torch X.Y crashes at load or, worse, later; name both."""
+    try:
+        from ._build_info import TORCH_VERSION as built_with
+    except ImportError:  # a source tree that was never built: _C's import says so
+        return
+    if built_with.split("+")[0].split(".")[:2] != torch.__version__.split("+")[0].split(".")[:2]:
+        raise ImportError(f"torch_devx was built against torch {built_with}, but torch {torch.__version__} is "
+                          f"installed ({os.path.dirname(torch.__file__)}). Install torch "
+                          f"{'.'.join(built_with.split('.')[:2])}.*, or rebuild torch_devx against this torch.")
+
+
+_check_torch_version()
+
+from . import _C, _frames, _logging, _vendors  # noqa: E402
 
 _logging.install()
 _C._set_library_dirs(list(_frames.LIBRARY_DIRS))
