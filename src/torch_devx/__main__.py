@@ -169,7 +169,7 @@ def vendor_test(args: argparse.Namespace) -> int:
     return report["exit_status"]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m torch_devx")
     sub = parser.add_subparsers(dest="command", required=True)
     cov = sub.add_parser("coverage", help="which ops run natively on each vendor")
@@ -241,7 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     vt.add_argument("--all", action="store_true",
                     help="every applicable OpInfo, not only those named like the ops the kernels serve")
 
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "coverage":
         coverage(args.all)
         return 0
