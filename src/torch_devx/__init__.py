@@ -31,7 +31,27 @@ from . import _C, _frames, _logging, _vendors  # noqa: E402
 
 _logging.install()
 _C._set_library_dirs(list(_frames.LIBRARY_DIRS))
-_C._init(*_vendors.candidates(os.environ.get("DEVX_VENDOR", "")))
+
+def _preload_openblas(vendor_paths: list[str]) -> None:
+    """cpu_sim's own kernels link OpenBLAS from the scipy-openblas32 package, found through a
+    runpath that holds in site-packages and in the build's venv. An editable install built under
+    build isolation has neither (its runpath names a deleted build environment), so the library is
+    loaded here first, from wherever the package is installed: the vendor's dependency then
+    resolves by name."""
+    if not any(os.path.basename(p) == "libdevx_vendor_cpu_sim.so" for p in vendor_paths):
+        return
+    try:
+        import scipy_openblas32
+    except ImportError:  # the vendor's load then names the missing library
+        return
+    import ctypes
+
+    ctypes.CDLL(os.path.join(scipy_openblas32.get_lib_dir(), f"lib{scipy_openblas32.get_library()}.so"))
+
+
+_vendor_candidates = _vendors.candidates(os.environ.get("DEVX_VENDOR", ""))
+_preload_openblas(_vendor_candidates[0])
+_C._init(*_vendor_candidates)
 
 from . import _compute_allocator  # noqa: E402
 
