@@ -408,3 +408,40 @@ def test_random_op_on_the_fallback_uses_the_devx_generator(fallback):
     g.manual_seed(3)
     b = torch.multinomial(probs, 6, replacement=True, generator=g)
     assert torch.equal(a.cpu(), b.cpu())
+
+
+def test_patterns_as_the_dump_and_torch_ops_print_them(fallback):
+    diag = torch_devx.diagnostics
+    m = torch.nn.Linear(3, 2).to("devx")
+    x = torch.randn(4, 3, device="devx")
+    for pattern in ("aten::addmm", "addmm.default", "aten::addmm.default"):
+        diag.set_force_fallback([pattern])
+        assert diag.force_fallback() == ["addmm"]
+        diag.reset_fallback_stats()
+        assert_close(m(x).cpu(), torch.nn.functional.linear(x.cpu(), m.weight.cpu(), m.bias.cpu()))
+        assert diag.fallback_stats() == {"addmm": 1}
+
+
+@pytest.mark.parametrize("pattern, says", [
+    ("lineer", "Closest op names: linear"),
+    ("linear", "linear is a composite op"),
+    ("mull", "Closest op names: mul"),
+])
+def test_a_pattern_that_forces_nothing_is_warned_about(fallback, pattern, says):
+    torch_devx.diagnostics._checked_force_patterns.discard(pattern)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch_devx.diagnostics.set_force_fallback([pattern])
+    [warning] = [w for w in caught if "DIPU_FORCE_FALLBACK_OPS_LIST" in str(w.message)]
+    assert f"the pattern {pattern!r} matches no op that devx runs" in str(warning.message)
+    assert says in str(warning.message)
+    assert warning.filename == __file__  # the user's line, not the library's
+
+
+def test_a_pattern_that_matches_is_not_warned_about_and_is_confirmed(fallback, capfd):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch_devx.diagnostics.set_force_fallback(["add.*", "mul.Tensor"])
+    a = torch.ones(3, device="devx")
+    a * a
+    assert "forced to the CPU: mul.Tensor (DIPU_FORCE_FALLBACK_OPS_LIST pattern 'mul.Tensor')" in capfd.readouterr().err

@@ -19,6 +19,7 @@
 #include "runtime/stream.h"
 #include "runtime/vendor.h"
 #include "runtime/env.h"
+#include "runtime/log.h"
 #include "runtime/python_hooks.h"
 #include "runtime/sanitizer.h"
 
@@ -54,8 +55,23 @@ std::array<std::atomic<uint8_t>, gen::kNumOps> g_flags{};
 std::atomic<int> g_dump_level{0};
 // Flags of other ops (long tail, by operator name), computed on first use after each refresh.
 std::unordered_map<c10::OperatorName, uint8_t> g_flag_cache;
+// Ops whose forced fallback has been confirmed in the log (under g_mutex).
+std::unordered_set<std::string> g_confirmed_forced;
 // Set while the slow path calls back into the op's own wrapper for its native kernel.
 thread_local bool t_bypass = false;
+
+// Op names as the dump and the profiler print them ("aten::addmm") and as torch.ops spells a
+// default overload ("_softmax.default") name the ops this backend calls "addmm" and "_softmax".
+std::string normalize_pattern(std::string pattern) {
+  constexpr std::string_view kNamespace = "aten::";
+  constexpr std::string_view kDefault = ".default";
+  if (pattern.rfind(kNamespace, 0) == 0) pattern.erase(0, kNamespace.size());
+  if (pattern.size() > kDefault.size() &&
+      pattern.compare(pattern.size() - kDefault.size(), kDefault.size(), kDefault) == 0) {
+    pattern.erase(pattern.size() - kDefault.size());
+  }
+  return pattern;
+}
 
 std::vector<std::string> split_patterns(const std::string& spec) {
   std::vector<std::string> out;
@@ -67,7 +83,7 @@ std::vector<std::string> split_patterns(const std::string& spec) {
     auto b = item.find_first_not_of(" \t'\"");
     if (b == std::string::npos) continue;
     auto e = item.find_last_not_of(" \t'\"");
-    out.push_back(item.substr(b, e - b + 1));
+    out.push_back(normalize_pattern(item.substr(b, e - b + 1)));
   }
   return out;
 }
@@ -129,6 +145,7 @@ void refresh_locked() {
   }
   any = any || !s.force.empty() || s.compare_all || !s.compare.empty();
   g_dump_level.store(s.dump_level, std::memory_order_relaxed);
+  if (s.force_patterns != g_settings.force_patterns) g_confirmed_forced.clear();
   g_settings = std::move(s);
   g_flag_cache.clear();
   g_gate.store(any ? kOn : 0, std::memory_order_relaxed);
@@ -195,6 +212,25 @@ struct Init {
 };
 Init g_init;
 
+// "forced to the CPU: addmm.out (pattern 'addmm')", once per op and pattern list: the user sees
+// that a pattern took effect, and which of several did.
+void confirm_forced(const std::string& name) {
+  std::string pattern;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!g_confirmed_forced.insert(name).second) return;
+    const std::string base = name.substr(0, name.find('.'));
+    for (size_t i = 0; i < g_settings.force.size(); ++i) {
+      if (std::regex_match(name, g_settings.force[i]) || std::regex_match(base, g_settings.force[i])) {
+        pattern = g_settings.force_patterns[i];
+        break;
+      }
+    }
+  }
+  log::warn(log::Module::FALLBACK, "forced to the CPU: " + name + " (DIPU_FORCE_FALLBACK_OPS_LIST pattern '" +
+                                       pattern + "')");
+}
+
 }  // namespace
 
 bool intercepts(int op) {
@@ -237,6 +273,7 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
   std::optional<sanitizer::DeviceAccess> device_work;
   if (flags & kSanitize) device_work.emplace();
   if (flags & kForce) {
+    confirm_forced(name);
     cpu_fallback(op, ks, stack);
   } else {
     std::optional<CpuReplay> replay;
@@ -296,7 +333,7 @@ std::vector<std::string> force_fallback_patterns() {
 }
 
 void validate_pattern(const std::string& pattern) {
-  compile("DIPU_FORCE_FALLBACK_OPS_LIST", pattern);
+  compile("DIPU_FORCE_FALLBACK_OPS_LIST", normalize_pattern(pattern));
 }
 
 void refresh() {

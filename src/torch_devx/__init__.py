@@ -82,6 +82,7 @@ _import_hooks.after_import("torch._dynamo.backends.registry", _inductor_backend.
 _environ.flag("DIPU_MEM_CHECK", default=False)
 _environ.flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False)
 _environ.flag("DEVX_SIM_SANITIZE", default=False)
+diagnostics.check_force_fallback_patterns()
 atexit.register(diagnostics._report_leaks_at_exit)
 atexit.register(diagnostics._report_syncs_at_exit)
 

@@ -14,7 +14,7 @@ from . import _C
 _VALIDATORS = {
     "DEVX_LOG_LEVEL": _C._reload_log_levels,
     "DEVX_LOG_PATH": _C._reload_log_levels,
-    "DIPU_FORCE_FALLBACK_OPS_LIST": _C._refresh_diagnostics,
+    "DIPU_FORCE_FALLBACK_OPS_LIST": lambda: _check_force_fallback_patterns(),
     "DIPU_DUMP_OP_ARGS": _C._refresh_diagnostics,
     "DIPU_AUTOCOMPARE": _C._refresh_diagnostics,
     "DIPU_AUTOCOMPARE_OPS_LIST": _C._refresh_diagnostics,
@@ -24,6 +24,13 @@ _VALIDATORS = {
     "DIPU_MEM_CHECK_ENABLE_BACKTRACE": lambda: flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False),
     "DEVX_SIM_SANITIZE": lambda: flag("DEVX_SIM_SANITIZE", default=False),
 }
+
+
+def _check_force_fallback_patterns() -> None:
+    from . import diagnostics  # imported after this module
+
+    _C._refresh_diagnostics()
+    diagnostics.check_force_fallback_patterns()
 
 
 class _WatchedEnviron(os._Environ):  # type: ignore[name-defined]

@@ -53,3 +53,14 @@ def user_frame(start: Optional[FrameType] = None) -> Optional[FrameType]:
             return frame
         frame = frame.f_back
     return None
+
+
+def user_stacklevel() -> int:
+    """The `stacklevel` for warnings.warn, called from the caller of this function, that names
+    the user's line (1 when no frame is the user's)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None:
+        if not is_library_file(frame.f_code.co_filename):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1

@@ -1,10 +1,15 @@
 """Python API of the backend's diagnostics (each mirrors an environment switch)."""
 from __future__ import annotations
 
+import difflib
 import os
+import re
+import warnings
 from typing import Any, Callable
 
-from . import _C
+from torch import _C as _torch_c
+
+from . import _C, _frames
 
 
 def fallback_stats() -> dict[str, int]:
@@ -47,6 +52,46 @@ def set_force_fallback(patterns: list[str] | None) -> None:
             raise ValueError(f"force-fallback pattern {p!r} contains ','; pass each pattern separately")
         _C._validate_pattern(p)
     os.environ["DIPU_FORCE_FALLBACK_OPS_LIST"] = ",".join(patterns)
+
+
+_checked_force_patterns: set[str] = set()
+
+
+def check_force_fallback_patterns() -> None:
+    """Warn (once per pattern) about each force-fallback pattern that forces nothing: a typo (with
+    the closest op names), a composite op that decomposes before it reaches the device, or an op
+    devx runs with a kernel that cannot be forced. Run whenever the patterns change."""
+    patterns = [p for p in _C._force_fallback_patterns() if p not in _checked_force_patterns]
+    if not patterns:
+        return
+    names = list(coverage())
+    bases = sorted({n.split(".")[0] for n in names})
+    for pattern in patterns:
+        _checked_force_patterns.add(pattern)
+        regex = re.compile(pattern)
+        if any(regex.fullmatch(n) or regex.fullmatch(n.split(".")[0]) for n in names):
+            continue
+        message = f"DIPU_FORCE_FALLBACK_OPS_LIST: the pattern {pattern!r} matches no op that devx runs, so it " \
+                  "forces nothing."
+        qualified = f"aten::{pattern}"
+        if _has_kernel(qualified, "CompositeImplicitAutograd") or _has_kernel(qualified, "CompositeExplicitAutograd"):
+            message += f" {pattern} is a composite op: it runs as other ops on every device; force those " \
+                       "instead (DIPU_DUMP_OP_ARGS=1 lists the ops a run issues)."
+        elif _has_kernel(qualified, "PrivateUse1"):
+            message += f" {pattern} has a devx kernel of its own that does not go through the fallback."
+        else:
+            aten_names = {s.name[len("aten::"):] for s in _torch_c._jit_get_all_schemas() if s.name.startswith("aten::")}
+            close = difflib.get_close_matches(pattern, sorted(aten_names | set(bases)), n=3, cutoff=0.6)
+            if close:
+                message += f" Closest op names: {', '.join(close)}."
+        warnings.warn(message, stacklevel=_frames.user_stacklevel())
+
+
+def _has_kernel(qualified_name: str, dispatch_key: str) -> bool:
+    try:
+        return _torch_c._dispatch_has_kernel_for_dispatch_key(qualified_name, dispatch_key)
+    except RuntimeError:  # no such operator
+        return False
 
 
 def force_fallback() -> list[str]:
