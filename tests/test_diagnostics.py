@@ -274,3 +274,31 @@ def test_runtime_hook_sees_vendor_calls(diag):
     assert {k for k, _, _ in events} <= {"sync", "memcpy"}
     with pytest.raises(ValueError, match="unknown runtime event kind"):
         diag.set_runtime_hook(print, ["kernels"])
+
+
+ALL_SWITCHES = dict(DIPU_DUMP_OP_ARGS="2", DIPU_AUTOCOMPARE="1", DIPU_MEM_CHECK="1", DIPU_FORCE_FALLBACK_OPS_LIST="mul",
+                    DEVX_TRACE_RUNTIME="all=1")
+
+
+def test_with_every_switch_on_an_empty_script_prints_nothing():
+    proc = run_python("import torch, torch_devx", **ALL_SWITCHES)
+    assert_child_ok(proc)
+    assert proc.stdout == "" and proc.stderr == ""
+
+
+def test_the_exit_drain_runs_only_on_used_devices_and_is_not_reported():
+    proc = run_python("""
+        import sys, torch, torch_devx
+        from torch_devx import _autograd_exit
+        x = torch.ones(2, device="devx:0", requires_grad=True)
+        (x * 2).sum().backward()
+        print("user done", file=sys.stderr, flush=True)
+        _autograd_exit._drain_device_threads()
+        print("devx:1 allocations", torch.devx.memory_stats(1).get("allocation.all.allocated", 0))
+    """, **ALL_SWITCHES)
+    assert_child_ok(proc)
+    assert "devx:1 allocations 0" in proc.stdout
+    user_part, _, drain_part = proc.stderr.partition("user done")
+    assert "mul" in user_part  # the user's own ops are reported ...
+    # ... the drain's are not: nothing is logged after the user's last line but the exit reports.
+    assert "aten::" not in drain_part and "autocompare" not in drain_part and "malloc(" not in drain_part

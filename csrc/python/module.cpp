@@ -365,6 +365,8 @@ PYBIND11_MODULE(_C, m) {
       devx::diag::set_override(op, true);
     }
   });
+  m.def("_overridden_ops", [] { return py::list(overrides().attr("keys")()); },
+        "The ops whose kernel a Python function replaces (diagnostics.override_kernel)");
   // Only once torch.distributed is known to be built in: its types are the base of ours.
   m.def("_bind_distributed", [m]() mutable {
     if (!py::hasattr(m, "ProcessGroupDevx")) bind_distributed(m);

@@ -7,21 +7,67 @@ attempt to take the GIL for the decref ends it with pthread_exit through a noexc
 process aborts ("terminate called without an active exception"). Any device backend with
 autograd device threads has this race; CUDA hides it behind slower kernels.
 
-At exit we run one tiny backward per devx device through the engine directly (no stash): each
-device thread handles tasks in order, so once it finishes ours it has dropped every earlier
-GraphTask, and ours carries no Python objects.
+At exit we run one tiny backward through the engine directly (no stash) on each devx device that
+has had allocations, once the engine has device threads at all: each device thread handles tasks
+in order, so once it finishes ours it has dropped every earlier GraphTask, and ours carries no
+Python objects. It is the backend's own work, so every diagnostic is turned off first: it is
+never reported as the user's ops, and a process that never ran a devx backward does nothing here.
 """
 from __future__ import annotations
 
 import atexit
+import os
 
 import torch
+
+# The switches whose reports would show the drain's ops and vendor calls.
+_REPORTING_SWITCHES = ("DIPU_DUMP_OP_ARGS", "DIPU_AUTOCOMPARE", "DIPU_AUTOCOMPARE_OPS_LIST", "DIPU_AUTOCOMPARE_RAISE",
+                       "DIPU_FORCE_FALLBACK_OPS_LIST", "DEVX_TRACE_RUNTIME")
+
+
+def _engine_has_device_threads() -> bool:
+    """The engine starts its device threads ("pt_autograd_<index>") at the first backward that
+    involves a device other than the CPU; without them no GraphTask can be pending."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:  # no procfs: assume there may be one
+        return True
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                if f.read().startswith("pt_autograd_"):
+                    return True
+        except OSError:  # the thread ended meanwhile
+            continue
+    return False
+
+
+def _devices_used() -> list[int]:
+    return [i for i in range(torch.devx.device_count())
+            if torch.devx.memory_stats(i).get("allocation.all.allocated", 0) > 0]
+
+
+def _silence_diagnostics() -> None:
+    from . import diagnostics
+
+    for name in _REPORTING_SWITCHES:
+        os.environ.pop(name, None)
+    diagnostics.set_op_hook(None)
+    diagnostics.set_runtime_hook(None)
+    for op in diagnostics.overridden_kernels():
+        diagnostics.override_kernel(op, None)
 
 
 def _drain_device_threads() -> None:
     try:
+        if not _engine_has_device_threads():
+            return
+        devices = _devices_used()
+        if not devices:
+            return
+        _silence_diagnostics()
         engine = torch.autograd.Variable._execution_engine
-        for index in range(torch.devx.device_count()):
+        for index in devices:
             leaf = torch.zeros(1, device=torch.device("devx", index), requires_grad=True)
             root = (leaf * 1).sum()
             engine.run_backward((root,), (torch.ones((), device=root.device),), False, False, (), True, True)

@@ -146,6 +146,11 @@ def override_kernel(op: str, fn: Callable[..., Any] | None) -> None:
     _C._set_override(op, fn)
 
 
+def overridden_kernels() -> list[str]:
+    """The ops whose kernel override_kernel has replaced."""
+    return list(_C._overridden_ops())
+
+
 def mem_check_report() -> str:
     """The devx allocations made while DIPU_MEM_CHECK=1 and not yet released: count, bytes, and
     for each its size, device and the Python line that made it (with
