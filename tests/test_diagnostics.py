@@ -302,3 +302,24 @@ def test_the_exit_drain_runs_only_on_used_devices_and_is_not_reported():
     assert "mul" in user_part  # the user's own ops are reported ...
     # ... the drain's are not: nothing is logged after the user's last line but the exit reports.
     assert "aten::" not in drain_part and "autocompare" not in drain_part and "malloc(" not in drain_part
+
+
+def test_autocompare_reports_the_mismatch_alone_and_a_summary_at_exit():
+    proc = run_python("""
+        import torch, torch_devx
+        from torch_devx import diagnostics as d
+        a = torch.randn(3, device="devx")
+        d.override_kernel("mul.Tensor", lambda x, y: torch.ops.aten.add.Tensor(x, y))
+        for _ in range(5):
+            a + a
+        a * a
+    """, DIPU_AUTOCOMPARE="1")
+    assert_child_ok(proc)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("[devx") and "autocompare:" in line]
+    [mismatch] = lines  # the passes are counted, not printed
+    assert mismatch.startswith("[devx OPS WARN] autocompare: mul.Tensor on devx differs from the CPU: result: max abs")
+    assert "(rtol 1.3e-06, atol 1e-05); called from <string>:8" in mismatch
+    # The override's own add is checked too: 5 + 1 adds.
+    assert "devx autocompare: 7 checks of 2 ops, 1 differed from the CPU" in proc.stderr
+    summary = proc.stderr.split("differed  op")[1].split("\n")
+    assert summary[1].split() == ["1", "1", "mul.Tensor"] and summary[2].split() == ["6", "0", "add.Tensor"]

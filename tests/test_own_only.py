@@ -53,7 +53,7 @@ def test_autocompare_judges_a_step_and_reports_each_ops_error():
         assert not bad, bad
         assert sum(ok for ok, _ in stats.values()) > 50, stats
         print(sorted(stats))
-        """, DEVX_SIM_KERNELS="own-only", DEVX_LOG_LEVEL="WARN,OPS=INFO")
+        """, DEVX_SIM_KERNELS="own-only", DEVX_LOG_LEVEL="WARN,OPS=DEBUG")
     assert_child_ok(proc)
     lines = [line for line in proc.stderr.splitlines() if "autocompare: addmm result: allclose" in line]
     assert lines and "max abs" in lines[0] and "max rel" in lines[0], proc.stderr[-2000:]

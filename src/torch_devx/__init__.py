@@ -83,6 +83,7 @@ _environ.flag("DIPU_MEM_CHECK", default=False)
 _environ.flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False)
 _environ.flag("DEVX_SIM_SANITIZE", default=False)
 diagnostics.check_force_fallback_patterns()
+atexit.register(diagnostics._report_autocompare_at_exit)
 atexit.register(diagnostics._report_leaks_at_exit)
 atexit.register(diagnostics._report_syncs_at_exit)
 

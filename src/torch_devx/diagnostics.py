@@ -158,6 +158,24 @@ def mem_check_report() -> str:
     return _C._mem_check_report()
 
 
+def autocompare_summary() -> str:
+    """A table of the ops autocompare checked: checks, mismatches, ops with mismatches first."""
+    rows = sorted(autocompare_stats().items(), key=lambda kv: (-kv[1][1], kv[0]))
+    lines = [f"{'checked':>8} {'differed':>8}  op"]
+    lines += [f"{ok + bad:>8} {bad:>8}  {op}" for op, (ok, bad) in rows]
+    return "\n".join(lines)
+
+
+def _report_autocompare_at_exit() -> None:
+    import sys
+
+    stats = autocompare_stats()
+    if stats:
+        differed = sum(bad for _, bad in stats.values())
+        print(f"devx autocompare: {sum(ok + bad for ok, bad in stats.values())} checks of {len(stats)} ops, "
+              f"{differed} differed from the CPU\n" + autocompare_summary(), file=sys.stderr)
+
+
 def _report_leaks_at_exit() -> None:
     import sys
 
