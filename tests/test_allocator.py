@@ -154,6 +154,15 @@ def test_bad_alloc_conf_fails_at_import():
     assert proc.returncode == 1 and "unknown setting 'garbage_threshold'" in proc.stderr
 
 
+@pytest.mark.parametrize("value", ["99999999999999999999999", "17592186044416"])
+def test_alloc_conf_sizes_that_overflow_are_value_errors(value):
+    # 10^23 MiB overflows the parse; 2^44 MiB is 2^64 bytes, which wrapped to a split limit of 0.
+    proc = run_python("import torch_devx", DEVX_ALLOC_CONF=f"max_split_size_mb:{value}")
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ValueError") and "DEVX_ALLOC_CONF" in last and value in last, proc.stderr
+
+
 def test_out_of_memory_frees_the_cache_and_retries():
     code = """
 import gc, torch, torch_devx

@@ -268,3 +268,89 @@ torch.devx.set_rng_state(state)
 c = torch.nn.functional.dropout(torch.ones(1000, device="devx"), 0.5)
 assert torch.equal(b.cpu(), c.cpu())
 """)
+
+
+def test_a_kernel_error_reaches_the_work_that_waits_for_it_on_other_streams():
+    # As CUDA's errors reach work that depends on the failed kernel: a read on stream b after b
+    # waited for stream a (wait_stream or wait_event) must not return data as if all went well.
+    run_async("""
+a, b = torch.devx.Stream(), torch.devx.Stream()
+empty = torch.empty(0, device="devx")
+with torch.devx.stream(a):
+    empty.max()                          # fails in its kernel, on stream a
+for how in ("wait_stream", "wait_event", "event_synchronize"):
+    event = torch.devx.Event()
+    event.record(a)
+    if how == "event_synchronize":
+        try:
+            event.synchronize()
+        except RuntimeError as e:
+            assert "numel() == 0" in str(e), e
+        else:
+            raise AssertionError("event.synchronize() after failed work reported nothing")
+        continue
+    with torch.devx.stream(b):
+        b.wait_stream(a) if how == "wait_stream" else b.wait_event(event)
+        y = torch.ones(3, device="devx") * 2
+        try:
+            y.cpu()
+        except RuntimeError as e:
+            assert "aten::max failed in its kernel" in str(e) and "waited for an event" in str(e), e
+        else:
+            raise AssertionError(f"a read after {how} on a failed stream reported nothing")
+try:
+    a.synchronize()                      # a still reports its own error once
+except RuntimeError as e:
+    assert "aten::max failed in its kernel" in str(e) and "numel() == 0" in str(e), e
+else:
+    raise AssertionError("stream a lost its error")
+with torch.devx.stream(b):
+    assert torch.ones(2, device="devx").sum().item() == 2   # reported: the streams work again
+""")
+
+
+FORK_CHILD = """
+import os, signal, sys, time
+x = torch.ones(4, device="devx") * 2
+assert x.sum().item() == 8
+pid = os.fork()
+if pid == 0:
+    signal.alarm(20)                     # a hang ends the child by SIGALRM, which the parent sees
+    try:
+        assert torch.devx._is_in_bad_fork()
+        if sys.argv[-1] == "touch":
+            for use in (lambda: (x + 1).sum().item(), lambda: torch.ones(2, device="devx"),
+                        lambda: x.cpu(), torch.devx.synchronize):
+                try:
+                    use()
+                    os._exit(3)
+                except RuntimeError as e:
+                    if "Cannot re-initialize devx in forked subprocess" not in str(e):
+                        print(e)
+                        os._exit(4)
+        else:
+            assert torch.ones(3).sum().item() == 3   # CPU work, as a DataLoader worker's
+    except BaseException as e:
+        print("child:", repr(e))
+        os._exit(5)
+    sys.exit(0)                          # a normal exit: the parent's tensors are let go
+_, status = os.waitpid(pid, 0)
+assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+assert not torch.devx._is_in_bad_fork()
+assert (x + 1).sum().item() == 12        # the parent is unaffected
+print("OK")
+"""
+
+
+def test_a_child_forked_after_devx_was_used_gets_the_fork_error_at_once():
+    import subprocess
+    import sys as _sys
+
+    from conftest import REPO, child_env
+
+    for mode in ("1", "0"):
+        for what in ("touch", "cpu_only"):
+            proc = subprocess.run([_sys.executable, "-c", "import torch, torch_devx\n" + FORK_CHILD, what],
+                                  env=child_env(DEVX_SIM_ASYNC=mode), cwd=str(REPO), capture_output=True,
+                                  text=True, timeout=120)
+            assert proc.returncode == 0 and "OK" in proc.stdout, (mode, what, proc.stdout, proc.stderr)

@@ -323,3 +323,119 @@ def test_autocompare_reports_the_mismatch_alone_and_a_summary_at_exit():
     assert "devx autocompare: 7 checks of 2 ops, 1 differed from the CPU" in proc.stderr
     summary = proc.stderr.split("differed  op")[1].split("\n")
     assert summary[1].split() == ["1", "1", "mul.Tensor"] and summary[2].split() == ["6", "0", "add.Tensor"]
+
+
+# --- bad input and files the diagnostics are given
+
+
+@pytest.mark.parametrize("name", ["not_an_op.Tensor", "add.NoSuchOverload", "relu.default", "mul", ""])
+def test_override_kernel_of_a_name_no_op_has_is_a_value_error(diag, name):
+    with pytest.raises(ValueError, match="names no aten op overload"):
+        diag.override_kernel(name, lambda *args: None)
+    a = torch.arange(3.0, device="devx")
+    assert torch.equal((a * a).cpu(), torch.tensor([0.0, 1.0, 4.0]))
+
+
+def test_dumping_values_of_complex_tensors_warns_nothing():
+    code = textwrap.dedent("""
+        import os, warnings
+        warnings.simplefilter("error")
+        import torch, torch_devx
+        os.environ["DIPU_DUMP_OP_ARGS"] = "3"
+        z = torch.tensor([1 + 2j, 3 - 4j], device="devx")
+        w = (z * z).conj()
+        os.environ["DIPU_DUMP_OP_ARGS"] = "0"
+        print(w.cpu().tolist())
+    """)
+    proc = run_python(code)
+    assert_child_ok(proc)
+    assert "[(-3-4j), (-7+24j)]" in proc.stdout, proc.stdout
+    # the values are there, as (real, imaginary) pairs
+    assert "values:" in proc.stderr and "-7" in proc.stderr and "24" in proc.stderr, proc.stderr
+
+
+def test_a_raising_runtime_hook_changes_nothing_the_runtime_does(diag):
+    import sys
+
+    torch.devx.synchronize()
+    torch.devx.empty_cache()
+    free_before = torch.devx.mem_get_info(0)[0]
+    reserved_before = torch.devx.memory_reserved(0)
+    reported = []
+
+    def hook(kind, call, args, status, us):
+        raise KeyError(f"the hook refuses {call}")
+
+    old_hook = sys.unraisablehook
+    sys.unraisablehook = lambda u: reported.append(str(u.exc_value))
+    diag.set_runtime_hook(hook, ["malloc", "free"])
+    try:
+        x = torch.ones(8 << 20, device="devx")  # 32 MiB: a new segment from the vendor
+        assert x.sum().item() == 8 << 20
+        del x
+        torch.devx.empty_cache()  # the segment goes back to the vendor
+    finally:
+        diag.set_runtime_hook(None)
+        sys.unraisablehook = old_hook
+    assert any("refuses malloc" in r for r in reported), reported
+    assert any("refuses free" in r for r in reported), reported
+    assert torch.devx.memory_reserved(0) == reserved_before
+    assert torch.devx.mem_get_info(0)[0] == free_before
+
+
+LOG_PATH_CHILD = """
+import logging, os, torch, torch_devx
+os.environ["DEVX_LOG_LEVEL"] = "WARN,PYTHON=INFO"
+os.environ["DEVX_LOG_PATH"] = os.environ["GOOD_DIR"]
+try:
+    os.environ["DEVX_LOG_PATH"] = os.environ["BAD_PATH"]
+except ValueError as e:
+    print("ERROR", e)
+logging.getLogger("torch_devx.demo").info("still logged")
+print(os.getpid())
+"""
+
+
+def _bad_log_paths(tmp_path):
+    regular = tmp_path / "a_file"
+    regular.write_text("not a folder")
+    return {"regular_file": str(regular), "under_a_file": str(regular / "logs"),
+            "unwritable": "/proc/self/devx_logs"}
+
+
+@pytest.mark.parametrize("case", ["regular_file", "under_a_file", "unwritable"])
+def test_a_log_path_that_cannot_be_written_is_a_value_error_at_import(tmp_path, case):
+    bad = _bad_log_paths(tmp_path)[case]
+    proc = run_python("import torch_devx", DEVX_LOG_PATH=bad)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ValueError") and "DEVX_LOG_PATH" in last and bad in last, proc.stderr
+
+
+@pytest.mark.parametrize("case", ["regular_file", "under_a_file", "unwritable"])
+def test_a_log_path_that_cannot_be_written_is_a_value_error_on_change_and_the_log_stays(tmp_path, case):
+    good = tmp_path / "good"
+    bad = _bad_log_paths(tmp_path)[case]
+    proc = run_python(LOG_PATH_CHILD, GOOD_DIR=str(good), BAD_PATH=bad)
+    assert_child_ok(proc)
+    assert f"ERROR DEVX_LOG_PATH='{bad}'" in proc.stdout, proc.stdout
+    pid = proc.stdout.strip().splitlines()[-1]
+    assert "still logged" in (good / f"devx_{pid}.log").read_text()
+
+
+def test_the_log_file_does_not_follow_a_planted_link(tmp_path):
+    logs, target = tmp_path / "logs", tmp_path / "precious"
+    logs.mkdir()
+    target.write_text("keep me\n")
+    code = textwrap.dedent(f"""
+        import os, torch, torch_devx
+        os.symlink({str(target)!r}, os.path.join({str(logs)!r}, f"devx_{{os.getpid()}}.log"))
+        try:
+            os.environ["DEVX_LOG_PATH"] = {str(logs)!r}
+        except ValueError as e:
+            print("ERROR", e)
+    """)
+    proc = run_python(code)
+    assert_child_ok(proc)
+    assert "ERROR DEVX_LOG_PATH=" in proc.stdout and "symbolic link" in proc.stdout, proc.stdout
+    assert target.read_text() == "keep me\n"

@@ -280,3 +280,88 @@ def test_cli_tolerance_options(diag, tmp_path, capsys):
     assert main(["divergence", "--atol", "-1", str(script)]) == 2
     assert "--atol must be a number >= 0" in capsys.readouterr().err
 
+
+
+# --- repro files are data: they choose no code to run and are not written through links
+
+
+def _save_case(path, case):
+    torch.save(case, str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("op", ["os::system", "builtins::eval.default", "aten::no_such_op.Tensor",
+                                "aten::add.Tensor; import os", 42])
+def test_a_repro_case_names_only_aten_overloads(tmp_path, op):
+    from torch.utils._pytree import tree_flatten, treespec_dumps
+
+    from torch_devx.tools._repro import load_case
+
+    _, spec = tree_flatten(((1, 2), {}))
+    path = _save_case(tmp_path / "inputs.pt", {"op": op, "leaves": [1, 2], "spec": treespec_dumps(spec),
+                                               "devices": {}})
+    with pytest.raises(ValueError, match="is not an aten overload"):
+        load_case(path)
+
+
+def test_a_repro_case_decodes_only_dtypes_and_layouts(tmp_path):
+    from torch.utils._pytree import tree_flatten, treespec_dumps
+
+    from torch_devx.tools._repro import load_case
+
+    leaves, spec = tree_flatten(((torch.ones(2), torch.float32), {}))
+    good = {"op": "aten::to.dtype", "leaves": [leaves[0], {"kind": "dtype", "value": "torch.float64"}],
+            "spec": treespec_dumps(spec), "devices": {}}
+    op, args, _ = load_case(_save_case(tmp_path / "good.pt", good))
+    assert op is torch.ops.aten.to.dtype and args[1] is torch.float64
+    bad = dict(good, leaves=[leaves[0], {"kind": "dtype", "value": "load"}])
+    with pytest.raises(ValueError, match="is not a dtype"):
+        load_case(_save_case(tmp_path / "bad.pt", bad))
+
+
+def test_a_repro_case_that_is_not_plain_data_is_refused(tmp_path):
+    import pickle
+
+    from torch_devx.tools._repro import load_case
+
+    class Payload:
+        def __reduce__(self):
+            return (print, ("pickled code ran",))
+
+    path = tmp_path / "inputs.pt"
+    with open(path, "wb") as f:
+        pickle.dump({"op": Payload()}, f, protocol=2)
+    with pytest.raises(pickle.UnpicklingError):
+        load_case(str(path))
+
+
+def test_repro_files_replace_planted_links_and_leave_their_targets(diag, tmp_path):
+    from torch_devx.tools import DivergenceError, DivergenceFinder
+
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    folder = tmp_path / "div" / "00_tanh"
+    folder.mkdir(parents=True)
+    for name in ("inputs.pt", "test_repro_00_tanh.py"):
+        (folder / name).symlink_to(precious)
+    diag.override_kernel("tanh", wrong_tanh)
+    with pytest.raises(DivergenceError):
+        with DivergenceFinder(out_dir=str(tmp_path / "div")):
+            train_step()
+    assert precious.read_text() == "keep me"
+    for name in ("inputs.pt", "test_repro_00_tanh.py"):
+        assert not (folder / name).is_symlink() and (folder / name).stat().st_size > 0
+
+
+def test_a_link_planted_as_the_repro_folder_is_refused(diag, tmp_path):
+    from torch_devx.tools import DivergenceError, DivergenceFinder
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "div").mkdir()
+    (tmp_path / "div" / "00_tanh").symlink_to(elsewhere)
+    diag.override_kernel("tanh", wrong_tanh)
+    with pytest.raises((DivergenceError, ValueError), match="symbolic link"):
+        with DivergenceFinder(out_dir=str(tmp_path / "div")):
+            train_step()
+    assert list(elsewhere.iterdir()) == []

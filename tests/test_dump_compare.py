@@ -495,3 +495,165 @@ def test_cli_list_options_reject_bad_items(capsys):
         main(["dump", "--steps", "0,x", "train.py"])
     assert info.value.code == 2 and "invalid item in '0,x'" in capsys.readouterr().err
 
+
+
+# --- dumps are untrusted input; reports and dumps are not written through planted links
+
+
+def _tensor_entry(name: str, value: float, data: Optional[str] = None) -> dict:
+    entry = {"name": name, "type": "tensor", "dtype": "float32", "shape": [2], "device": "cpu",
+             "requires_grad": False, "max": value, "min": value, "mean": value, "norm": value * 1.4142135,
+             "nan": 0, "inf": 0}
+    if data is not None:
+        entry["data"] = data
+    return entry
+
+
+def _write_dump(root, records: dict, stacks: Optional[dict] = None) -> str:
+    step = root / "step0"
+    step.mkdir(parents=True)
+    (step / "dump.json").write_text(json.dumps({"meta": {"format": 1, "step": 0, "mode": "stats"},
+                                                "records": records}))
+    if stacks is not None:
+        (step / "stack.json").write_text(json.dumps(stacks))
+    return str(root)
+
+
+def _record(api: str, value: float, data: Optional[str] = None) -> dict:
+    return {"api": api, "kind": "api", "direction": "forward", "inputs": [],
+            "outputs": [_tensor_entry("output", value, data)]}
+
+
+MALFORMED = {
+    "records_a_list": ({"records": [1, 2]}, "'records' is not an object"),
+    "record_a_number": ({"records": {"torch.tanh.0.forward": 3}}, "record 'torch.tanh.0.forward' is not an object"),
+    "outputs_a_string": ({"records": {"t.0.forward": {"api": "t", "outputs": "x"}}}, "'outputs' is not a list"),
+    "entry_without_name": ({"records": {"t.0.forward": {"api": "t", "outputs": [{"type": "tensor"}]}}},
+                           "is not an argument summary"),
+    "shape_a_string": ({"records": {"t.0.forward": {"api": "t", "outputs": [
+        dict(_tensor_entry("output", 1.0), shape="2x2")]}}}, "shape '2x2' is not a list of sizes"),
+    "max_a_string": ({"records": {"t.0.forward": {"api": "t", "outputs": [
+        dict(_tensor_entry("output", 1.0), max="big")]}}}, "max 'big' is not a number"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_compare_of_a_malformed_dump_is_one_clear_error_naming_the_file(tmp_path, capsys, case):
+    from torch_devx.__main__ import main
+
+    content, problem = MALFORMED[case]
+    bad = tmp_path / "bad" / "step0"
+    bad.mkdir(parents=True)
+    (bad / "dump.json").write_text(json.dumps(content))
+    good = _write_dump(tmp_path / "good", {"t.0.forward": _record("t", 1.0)})
+    assert main(["compare", str(tmp_path / "bad"), good]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}/dump.json" in err and problem in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("case", ["stack_not_json", "stack_wrong_shape", "data_not_a_tensor_file"])
+def test_compare_of_broken_side_files_is_one_clear_error(tmp_path, capsys, case):
+    from torch_devx.__main__ import main
+
+    data = "data/t.output.0.pt" if case == "data_not_a_tensor_file" else None
+    a = _write_dump(tmp_path / "a", {"t.0.forward": _record("t", 1.0, data)})
+    b = _write_dump(tmp_path / "b", {"t.0.forward": _record("t", 1.0, data)})
+    step = tmp_path / "a" / "step0"
+    if case == "stack_not_json":
+        (step / "stack.json").write_text("{oops")
+        culprit, problem = step / "stack.json", "not valid JSON"
+    elif case == "stack_wrong_shape":
+        (step / "stack.json").write_text(json.dumps({"stacks": 5, "records": {}}))
+        culprit, problem = step / "stack.json", "has no 'stacks' list"
+    else:
+        for root in ("a", "b"):
+            (tmp_path / root / "step0" / "data").mkdir()
+            torch.save(torch.ones(2), str(tmp_path / root / "step0" / data))
+        (step / data).write_bytes(b"\x00garbage, not a torch.save file")
+        culprit, problem = step / data, "is not a saved tensor"
+    assert main(["compare", a, b]) == 2
+    err = capsys.readouterr().err
+    assert str(culprit) in err and problem in err, err
+    assert "Traceback" not in err
+
+
+def test_dump_data_paths_stay_inside_the_dump(tmp_path, capsys):
+    from torch_devx.__main__ import main
+
+    secret = tmp_path / "elsewhere" / "secret.pt"
+    secret.parent.mkdir()
+    torch.save(torch.ones(2), str(secret))
+    for rel in ("../../elsewhere/secret.pt", str(secret)):
+        root = tmp_path / ("a" if rel.startswith("..") else "abs")
+        a = _write_dump(root, {"t.0.forward": _record("t", 1.0, rel)})
+        b = tmp_path / "b"
+        if not b.exists():
+            _write_dump(b, {"t.0.forward": _record("t", 1.0, "data/t.output.0.pt")})
+            (b / "step0" / "data").mkdir()
+            torch.save(torch.ones(2), str(b / "step0" / "data" / "t.output.0.pt"))
+        assert main(["compare", a, str(b)]) == 2
+        err = capsys.readouterr().err
+        assert "outside" in err and rel in err and "refusing to read it" in err, err
+    # A link inside the dump that leads out of it is refused too.
+    linked = tmp_path / "linked"
+    _write_dump(linked, {"t.0.forward": _record("t", 1.0, "data/t.output.0.pt")})
+    (linked / "step0" / "data").mkdir()
+    (linked / "step0" / "data" / "t.output.0.pt").symlink_to(secret)
+    assert main(["compare", str(linked), str(tmp_path / "b")]) == 2
+    assert "outside" in capsys.readouterr().err
+
+
+def test_csv_cells_that_look_like_formulas_are_escaped(tmp_path):
+    import torch_devx.tools as tools
+
+    names = ["=HYPERLINK(\"http://x\")", "+cmd", "-2+3", "@SUM(A1)"]
+    records = {f"{n}.0.forward": _record(n, 1.0) for n in names}
+    a = _write_dump(tmp_path / "a", records)
+    b = _write_dump(tmp_path / "b", {k: dict(v, outputs=[_tensor_entry("output", -2.5)]) for k, v in records.items()})
+    result = tools.compare(a, b, out_dir=str(tmp_path / "cmp"))
+    with open(result.files["csv"], newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["api_a"] for r in rows] == ["'" + n + ".0.forward" for n in names]
+    assert all(r["min_b"] == "-2.5" for r in rows)  # negative numbers stay numbers
+
+
+def test_reports_replace_planted_links_and_leave_their_targets(tmp_path):
+    import torch_devx.tools as tools
+
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    out = tmp_path / "cmp"
+    out.mkdir()
+    for name in ("compare.csv", "compare.html", "ranking.csv"):
+        (out / name).symlink_to(precious)
+    a = _write_dump(tmp_path / "a", {"t.0.forward": _record("t", 1.0)})
+    b = _write_dump(tmp_path / "b", {"t.0.forward": _record("t", 1.0)})
+    tools.compare(a, b, out_dir=str(out))
+    assert precious.read_text() == "keep me"
+    for name in ("compare.csv", "compare.html", "ranking.csv"):
+        assert not (out / name).is_symlink() and (out / name).read_text()
+
+
+def test_dumper_does_not_write_through_planted_links(tools, tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    out = tmp_path / "d"
+    (out / "step0" / "data").mkdir(parents=True)
+    (out / "step0" / "dump.json").symlink_to(precious)
+    (out / "step0" / "stack.json").symlink_to(precious)
+    (out / "step0" / "data" / "Module.fc1.Linear.0.forward.output.0.pt").symlink_to(precious)
+    run_model(tools, "devx", str(out), mode="full", level="mix")
+    assert precious.read_text() == "keep me"
+    from torch_devx.tools._dump_reader import load_dump
+
+    assert "torch.tanh.0.forward" in load_dump(str(out)).records
+    # A link planted as a step folder is refused.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out2 = tmp_path / "d2"
+    out2.mkdir()
+    (out2 / "step0").symlink_to(elsewhere)
+    with pytest.raises(ValueError, match="symbolic link"):
+        run_model(tools, "devx", str(out2), mode="full", level="mix")
+    assert list(elsewhere.iterdir()) == []

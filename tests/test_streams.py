@@ -89,3 +89,48 @@ def test_pinned_dataloader_and_non_blocking_copies():
         seen += len(y)
     assert seen == 12
     assert not torch.ones(3).is_pinned()
+
+
+# --- bad streams and events
+
+
+@pytest.mark.devices(2)
+def test_a_stream_that_cannot_be_made_current_leaves_the_device_as_it_was():
+    bad = torch.Stream(stream_id=9999, device_index=1, device_type=20)
+    with pytest.raises(RuntimeError, match="invalid stream id 9999"):
+        with torch.devx.stream(bad):
+            raise AssertionError("entered the block")
+    assert torch.devx.current_device() == 0
+    assert torch.devx.current_stream(1) == torch.devx.default_stream(1)
+
+
+@pytest.mark.parametrize("stream_id", [-5, 9999, 1 << 40])
+def test_made_up_stream_ids_are_refused_wherever_a_stream_is_taken(stream_id):
+    bad = torch.Stream(stream_id=stream_id, device_index=0, device_type=20)
+    for use in (lambda: torch.devx.set_stream(bad), lambda: torch.devx.stream(bad).__enter__(),
+                bad.synchronize, bad.query, lambda: torch.devx.current_stream().wait_stream(bad),
+                lambda: torch.devx.Event().record(bad)):
+        with pytest.raises(RuntimeError, match=f"invalid stream id {stream_id}"):
+            use()
+    assert torch.devx.current_stream() == torch.devx.default_stream()
+
+
+@pytest.mark.devices(2)
+def test_elapsed_time_between_events_of_two_devices_raises_as_on_cuda():
+    start = torch.devx.Event(enable_timing=True)
+    end = torch.Event(device="devx:1", enable_timing=True)
+    start.record()
+    with torch.devx.device(1):
+        end.record()
+    end.synchronize()
+    start.synchronize()
+    with pytest.raises(RuntimeError, match="device 0 and the end event on device 1"):
+        start.elapsed_time(end)
+
+
+@pytest.mark.devices(2)
+def test_an_event_cannot_be_recorded_on_another_devices_stream():
+    event = torch.devx.Event()
+    event.record(torch.devx.current_stream(0))
+    with pytest.raises(RuntimeError, match="device 0"):
+        event.record(torch.devx.Stream(1))

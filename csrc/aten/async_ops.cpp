@@ -354,7 +354,13 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
   launch_host_work(stream, [op, work = std::move(work), targets = std::move(targets),
                             fresh_index = std::move(fresh_index), stream]() mutable {
     WorkerScope scope(stream);
-    op.redispatchBoxed(kDevxKeys, &work);
+    try {
+      op.redispatchBoxed(kDevxKeys, &work);
+    } catch (const c10::Error& e) {
+      // Reported by a later synchronisation, far from the op: the message names it.
+      TORCH_CHECK(false, op.schema().operator_name(), " failed in its kernel (issued asynchronously): ",
+                  e.what_without_backtrace());
+    }
     for (size_t k = 0; k < targets.size(); ++k) copy_result(targets[k], work[fresh_index[k]]);
   });
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());

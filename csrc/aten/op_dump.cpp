@@ -2,6 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_to_copy.h>
+#include <ATen/ops/view_as_real.h>
 
 #include <sstream>
 
@@ -23,7 +24,9 @@ std::string describe_tensor(const at::Tensor& t, int level) {
     // The values are read on the CPU; printing the device tensor itself would dispatch more ops
     // (and dump them) in the middle of this one.
     at::Tensor host = t.device().is_cpu() ? t : at::_to_copy(t, t.options().device(c10::kCPU));
-    os << "\n      values: " << host;
+    // Printing casts to double, which warns (and, under -W error, raises) for complex values:
+    // they are printed as (real, imaginary) pairs.
+    os << "\n      values: " << (host.is_complex() ? at::view_as_real(host.resolve_conj()) : host);
   }
   return os.str();
 }

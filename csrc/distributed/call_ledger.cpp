@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <limits>
 #include <thread>
 
@@ -66,7 +67,43 @@ bool holds_absorbing_value(const at::Tensor& result, const BlindAllreduce& form)
   return v == absorbing_value(form).toLong();
 }
 
+// The threads that settle doubted or failed calls (CallLedger::track). They are detached, since
+// nothing may wait for them on the engine's thread, but counted, so that a group's shutdown and
+// the interpreter's exit wait for them: one that outlived the interpreter would die on its way to
+// the GIL (a settled call completes its work's future, whose callbacks may be Python, and drops
+// tensors that may hold Python objects), inside a noexcept frame: std::terminate.
+class SettleThreads {
+ public:
+  void started() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++running_;
+  }
+  void ended() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--running_ == 0) idle_.notify_all();
+  }
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [this] { return running_ == 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  int running_ = 0;
+};
+
+SettleThreads& settle_threads() {
+  // Never destroyed: a thread may end while static objects are being torn down.
+  static SettleThreads* threads = new SettleThreads();
+  return *threads;
+}
+
 }  // namespace
+
+void wait_for_settle_threads() {
+  settle_threads().wait_idle();
+}
 
 std::optional<BlindAllreduce> blind_form(at::TensorList tensors, const c10d::ReduceOp& op) {
   if (tensors.size() != 1 || tensors[0].numel() == 0) return std::nullopt;
@@ -177,10 +214,24 @@ std::shared_ptr<PredictedCall> CallLedger::track(c10::intrusive_ptr<c10d::Work> 
       if (!doubted) return;
     }
     // Not under the ledger's lock here: its holder may be waiting for this very work.
-    std::thread([call, ledger] {
-      auto lock = ledger->lock();
-      ledger->settle(*call);
-    }).detach();
+    SettleThreads& threads = settle_threads();
+    threads.started();
+    try {
+      std::thread([call, ledger, &threads]() mutable {
+        {
+          auto lock = ledger->lock();
+          ledger->settle(*call);
+        }
+        // Dropped before the thread counts as ended: the last reference to the call's tensors
+        // releases their Python objects, which needs an interpreter that is not finalizing.
+        call.reset();
+        ledger.reset();
+        threads.ended();
+      }).detach();
+    } catch (...) {
+      threads.ended();
+      throw;
+    }
   });
   ++predicted_;
   pending_ = call;

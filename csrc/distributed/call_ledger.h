@@ -45,6 +45,10 @@ struct BlindAllreduce {
   c10d::ReduceOp::RedOpType op;
 };
 
+// Waits until no thread of any ledger is settling a call. Call it without the GIL: a settling
+// thread may run the Python callbacks of a work's future.
+void wait_for_settle_threads();
+
 // The blind form of an all_reduce of `tensors` with `op`, if the engine can run it blind.
 std::optional<BlindAllreduce> blind_form(at::TensorList tensors, const c10d::ReduceOp& op);
 

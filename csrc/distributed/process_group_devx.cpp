@@ -412,6 +412,8 @@ void ProcessGroupDevx::abort() {
 void ProcessGroupDevx::shutdown() {
   engine_->shutdown();
   if (host_engine_ != engine_) host_engine_->shutdown();
+  // torch.distributed calls this without the GIL; a call still being settled may need it.
+  if (ledger_) wait_for_settle_threads();
 }
 
 }  // namespace devx::dist

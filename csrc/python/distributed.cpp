@@ -50,6 +50,8 @@ c10::intrusive_ptr<c10d::Backend> backend_of(const py::handle& obj, const char* 
 PYBIND11_DECLARE_HOLDER_TYPE(T, ReleasesGilPtr<T>, true)
 
 void bind_distributed(py::module_& m) {
+  m.def("_wait_for_settle_threads", &devx::dist::wait_for_settle_threads, py::call_guard<py::gil_scoped_release>(),
+        "Waits until no devx process group is settling a call on a thread of its own");
   py::object backend_type = py::module_::import("torch._C._distributed_c10d").attr("Backend");
   py::class_<devx::dist::ProcessGroupDevx, ReleasesGilPtr<devx::dist::ProcessGroupDevx>>(m, "ProcessGroupDevx",
                                                                                            backend_type)

@@ -117,9 +117,9 @@ py::dict snapshot() {
 // (time_us, action, address, size, allocated, peak allocated, reserved, largest free block)
 using TimelineRow = std::tuple<int64_t, std::string, uintptr_t, size_t, int64_t, int64_t, int64_t, int64_t>;
 
-std::vector<TimelineRow> timeline(int device) {
+std::vector<TimelineRow> timeline(int64_t device) {
   std::vector<TimelineRow> rows;
-  for (const history::Entry& e : history::entries(device)) {
+  for (const history::Entry& e : history::entries(device_index_arg(device))) {
     rows.emplace_back(e.time_us, history::action_name(e.action), e.addr, e.size, e.totals.allocated,
                       e.totals.peak_allocated, e.totals.reserved, e.totals.largest_free);
   }

@@ -23,6 +23,7 @@
 #include "runtime/device.h"
 #include "runtime/env.h"
 #include "runtime/exception.h"
+#include "runtime/fork.h"
 #include "runtime/generator.h"
 #include "runtime/log.h"
 #include "runtime/mem_check.h"
@@ -40,8 +41,8 @@ void bind_distributed(py::module_& m);  // distributed.cpp
 namespace {
 
 
-py::dict device_properties(int index) {
-  devx::check_device_index(static_cast<c10::DeviceIndex>(index));
+py::dict device_properties(int64_t index) {
+  devx::device_index_arg(index);
   DevxDeviceProperties props{};
   DEVX_VENDOR_CHECK(devx::g_vendor->device_properties(index, &props));
   py::dict d;
@@ -239,14 +240,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_compute_allocations_routed", &devx::compute_allocations_routed);
   m.def("_device_count", [] { return static_cast<int>(devx::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(devx::current_device()); });
-  m.def("_set_device", [](int i) { devx::set_device(static_cast<c10::DeviceIndex>(i)); });
-  m.def("_check_device_index", [](int i) { devx::check_device_index(static_cast<c10::DeviceIndex>(i)); });
-  m.def("_synchronize", [](int i) {
+  m.def("_set_device", [](int64_t i) { devx::set_device(devx::device_index_arg(i)); });
+  m.def("_check_device_index", [](int64_t i) { devx::device_index_arg(i); });
+  m.def("_synchronize", [](int64_t i) {
+    const c10::DeviceIndex index = devx::device_index_arg(i);
     py::gil_scoped_release no_gil;
-    devx::synchronize_device(static_cast<c10::DeviceIndex>(i));
+    devx::synchronize_device(index);
   });
   m.def("_device_properties", &device_properties);
-  m.def("_mem_get_info", [](int i) { return devx::devx_allocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_mem_get_info", [](int64_t i) { return devx::devx_allocator()->getMemoryInfo(devx::device_index_arg(i)); });
   m.def("_env_changed", &devx::env::bump_generation, "Tell the backend os.environ was written");
   m.def("_fallback_stats", &devx::fallback_stats);
   m.def("_reset_fallback_stats", &devx::reset_fallback_stats);
@@ -272,8 +274,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_validate_pattern", &devx::diag::validate_pattern);
   m.def("_refresh_diagnostics", &devx::diag::refresh);
   m.def("_diag_gate_open", [] { return devx::diag::gate_open(); });
-  m.def("_raw_stream", [](int device) {
-    return reinterpret_cast<intptr_t>(devx::getCurrentDevxStream(static_cast<c10::DeviceIndex>(device)).handle());
+  m.def("_raw_stream", [](int64_t device) {
+    return reinterpret_cast<intptr_t>(devx::getCurrentDevxStream(devx::device_index_arg(device)).handle());
   });
   m.def("_reload_log_levels", &devx::log::reload);
   auto module_or_throw = [](const std::string& name) {
@@ -352,7 +354,13 @@ PYBIND11_MODULE(_C, m) {
         [callback](const std::string& kind, const std::string& call, const std::string& args, int status, double us) {
           if (!Py_IsInitialized()) return;
           py::gil_scoped_acquire gil;
-          (*callback)(kind, call, args, status, us);
+          try {
+            (*callback)(kind, call, args, status, us);
+          } catch (py::error_already_set& e) {
+            // Reported as Python reports errors it cannot raise (sys.unraisablehook): raising it
+            // here would lose the result of the vendor call that has already happened.
+            e.discard_as_unraisable(*callback);
+          }
         },
         kinds);
   });
@@ -371,15 +379,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_bind_distributed", [m]() mutable {
     if (!py::hasattr(m, "ProcessGroupDevx")) bind_distributed(m);
   });
-  m.def("_get_default_generator", [](int i) {
+  m.def("_get_default_generator", [](int64_t i) {
     return py::reinterpret_steal<py::object>(
-        THPGenerator_initDefaultGenerator(devx::default_generator(static_cast<c10::DeviceIndex>(i))));
+        THPGenerator_initDefaultGenerator(devx::default_generator(devx::device_index_arg(i))));
   });
   m.def("_async_host_streams", [] { return devx::g_async_host_streams; });
-  m.def("_hold_stream", [](int device, int64_t stream_id) {
-    devx::check_device_index(static_cast<c10::DeviceIndex>(device));
+  m.def("_in_bad_fork", &devx::in_bad_fork);
+  m.def("_hold_stream", [](int64_t device, int64_t stream_id) {
     return devx::hold_stream(devx::DevxStream(
-        c10::Stream(c10::Stream::UNSAFE, devx::devx_device(static_cast<c10::DeviceIndex>(device)), stream_id)));
+        c10::Stream(c10::Stream::UNSAFE, devx::devx_device(devx::device_index_arg(device)), stream_id)));
   });
   m.def("_release_stream", &devx::release_stream);
 }

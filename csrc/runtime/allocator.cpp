@@ -11,6 +11,7 @@
 #include "runtime/block_pool.h"
 #include "runtime/device.h"
 #include "runtime/exception.h"
+#include "runtime/fork.h"
 #include "runtime/memcpy.h"
 #include "runtime/mem_check.h"
 #include "runtime/memory_history.h"
@@ -65,6 +66,8 @@ void report_to_profiler(void* ptr, int64_t delta, DeviceBlocks& blocks, c10::Dev
 }
 
 void free_allocation(void* ptr) {
+  // The memory is the parent's, and a parent thread may have held the allocator's lock at the fork.
+  if (C10_UNLIKELY(in_bad_fork())) return;
   if (C10_UNLIKELY(memcheck::g_enabled.load(std::memory_order_relaxed))) memcheck::on_free(ptr);
   std::optional<history::CallScope> history_scope;
   if (C10_UNLIKELY(history::recording())) history_scope.emplace(/*is_free=*/true);
@@ -176,6 +179,7 @@ c10::DataPtr allocate_guarded(c10::DeviceIndex device, size_t nbytes, c10::Devic
 }  // namespace
 
 c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, c10::Device reported) {
+  check_not_forked();
   if (C10_UNLIKELY(sanitizer::enabled())) return allocate_guarded(device, nbytes, reported);
   DeviceBlocks& blocks = blocks_of(device);
   std::optional<history::CallScope> history_scope;

@@ -1,6 +1,8 @@
 #include "runtime/block_pool.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <limits>
 
 #include "runtime/env.h"
 #include "runtime/device.h"
@@ -53,9 +55,14 @@ AllocatorSettings read_allocator_settings() {
     TORCH_CHECK_VALUE(key == "max_split_size_mb", "DEVX_ALLOC_CONF='", conf, "': unknown setting '", key,
                       "' (known: max_split_size_mb)");
     char* end = nullptr;
+    errno = 0;
     long long mb = std::strtoll(value.c_str(), &end, 10);
-    TORCH_CHECK_VALUE(end && *end == '\0' && !value.empty() && mb > 20, "DEVX_ALLOC_CONF='", conf,
+    TORCH_CHECK_VALUE(end && *end == '\0' && !value.empty() && errno != ERANGE && mb > 20, "DEVX_ALLOC_CONF='", conf,
                       "': max_split_size_mb must be an integer above 20, got '", value, "'");
+    // In bytes it must fit a size_t, or it wraps to a small split limit.
+    constexpr long long kMaxMb = static_cast<long long>(std::numeric_limits<size_t>::max() >> 20);
+    TORCH_CHECK_VALUE(mb <= kMaxMb, "DEVX_ALLOC_CONF='", conf, "': max_split_size_mb ", value,
+                      " is more bytes than a size_t holds (at most ", kMaxMb, ")");
     s.max_split_size = static_cast<size_t>(mb) << 20;
   }
   return s;

@@ -25,11 +25,16 @@ c10::DeviceIndex device_count() {
   return count;
 }
 
-void detail::check_device_index_slow(c10::DeviceIndex index) {
+void detail::check_device_index_slow(int64_t index) {
   c10::DeviceIndex n = device_count();
-  TORCH_CHECK(index >= 0 && index < n, "devx: invalid device index ", static_cast<int>(index), ": ",
+  TORCH_CHECK(index >= 0 && index < n, "devx: invalid device index ", index, ": ",
               vendor().name, " has ", static_cast<int>(n), " device", n == 1 ? "" : "s",
               " (valid: 0..", static_cast<int>(n) - 1, ")");
+}
+
+c10::DeviceIndex device_index_arg(int64_t index) {
+  detail::check_device_index_slow(index);
+  return static_cast<c10::DeviceIndex>(index);
 }
 
 c10::DeviceIndex current_device() {

@@ -6,6 +6,7 @@
 #include <c10/macros/Macros.h>
 
 #include <atomic>
+#include <cstdint>
 
 namespace devx {
 
@@ -22,7 +23,7 @@ void set_device(c10::DeviceIndex index);
 namespace detail {
 // device_count() once it has been asked (0 before): every op checks an index against it.
 extern std::atomic<c10::DeviceIndex> g_known_device_count;
-void check_device_index_slow(c10::DeviceIndex index);
+void check_device_index_slow(int64_t index);
 }  // namespace detail
 
 // Throws (RuntimeError naming the index and the count) unless 0 <= index < device_count().
@@ -30,6 +31,9 @@ inline void check_device_index(c10::DeviceIndex index) {
   if (C10_LIKELY(index >= 0 && index < detail::g_known_device_count.load(std::memory_order_relaxed))) return;
   detail::check_device_index_slow(index);
 }
+// The device an index from Python names, checked before it is narrowed to c10::DeviceIndex (an
+// 8-bit type, in which 256 would name device 0 and -129 device 127).
+c10::DeviceIndex device_index_arg(int64_t index);
 void synchronize_device(c10::DeviceIndex index);
 
 inline c10::Device devx_device(c10::DeviceIndex index) {

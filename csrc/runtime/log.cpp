@@ -1,5 +1,6 @@
 #include "runtime/log.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
@@ -57,21 +58,36 @@ struct Init {
 };
 Init g_init;
 
-// Opens <dir>/devx_<pid>.log when DEVX_LOG_PATH names a directory (created if missing).
+// <dir>/devx_<pid>.log, opened for appending; `dir` is created if missing. Anything in the way
+// is a ValueError naming DEVX_LOG_PATH: a log that cannot be written must not lose its lines
+// silently. A link planted in the log file's place is not followed.
+FILE* open_log_file(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  TORCH_CHECK_VALUE(!ec, "DEVX_LOG_PATH='", dir, "': cannot create the folder (", ec.message(), ")");
+  TORCH_CHECK_VALUE(std::filesystem::is_directory(dir, ec), "DEVX_LOG_PATH='", dir, "' is not a folder");
+  std::string path = dir + "/devx_" + std::to_string(::getpid()) + ".log";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const int error = errno;
+  TORCH_CHECK_VALUE(fd >= 0, "DEVX_LOG_PATH='", dir, "': cannot open ", path, " for writing (",
+                    error == ELOOP ? std::string("it is a symbolic link") : std::string(std::strerror(error)), ")");
+  FILE* file = ::fdopen(fd, "a");
+  if (!file) ::close(fd);
+  TORCH_CHECK_VALUE(file, "DEVX_LOG_PATH='", dir, "': cannot open ", path, " for writing (", std::strerror(errno),
+                    ")");
+  return file;
+}
+
+// Switches to the file DEVX_LOG_PATH names now. If it cannot be opened, the log stays where it
+// was and the next reload tries again.
 void reopen_file() {
   std::string dir = env::get_string("DEVX_LOG_PATH", "");
   std::lock_guard<std::mutex> lock(g_write_mutex);
   if (dir == g_file_dir) return;
+  FILE* opened = dir.empty() ? nullptr : open_log_file(dir);
   if (g_file) std::fclose(g_file);
-  g_file = nullptr;
+  g_file = opened;
   g_file_dir = dir;
-  if (dir.empty()) return;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::string path = dir + "/devx_" + std::to_string(::getpid()) + ".log";
-  g_file = std::fopen(path.c_str(), "a");
-  TORCH_CHECK_VALUE(g_file, "DEVX_LOG_PATH='", dir, "': cannot open ", path, " for writing (",
-                    ec ? ec.message() : std::string(std::strerror(errno)), ")");
 }
 
 }  // namespace

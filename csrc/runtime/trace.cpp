@@ -56,7 +56,15 @@ DevxStatus traced(Kind kind, const char* name, F fn, A... args) {
       std::lock_guard<std::mutex> lock(g_hook_mutex);
       hook = g_hook;
     }
-    if (hook) hook(kKindNames[kind], name, describe(args...), static_cast<int>(status), us);
+    // The vendor call has happened: a hook that throws must not undo what the caller learns of it
+    // (an allocation whose pointer never reaches the allocator is lost for good), and no exception
+    // may leave this C function.
+    try {
+      if (hook) hook(kKindNames[kind], name, describe(args...), static_cast<int>(status), us);
+    } catch (const std::exception& e) {
+      log::write(log::Module::TRACE, log::Level::ERROR,
+                 std::string("the runtime hook failed on ") + name + ": " + e.what());
+    }
   }
   if (level == 0) return status;
   std::ostringstream os;
@@ -104,6 +112,29 @@ DEVX_SHIM(event_synchronize, kSync, (DevxEventHandle e), ARGS(e))
 #undef ARGS
 #undef DEVX_SHIM
 
+// The tracing table: the real one with the traced calls replaced by shims that forward to it.
+void build_shims() {
+  g_shim = *g_real;
+  g_shim.set_device = shim_set_device;
+  g_shim.device_synchronize = shim_device_synchronize;
+  g_shim.malloc = shim_malloc;
+  g_shim.free = shim_free;
+  g_shim.host_malloc = shim_host_malloc;
+  g_shim.host_free = shim_host_free;
+  g_shim.memcpy_sync = shim_memcpy_sync;
+  g_shim.memcpy_async = shim_memcpy_async;
+  g_shim.memset_sync = shim_memset_sync;
+  g_shim.memset_async = shim_memset_async;
+  g_shim.stream_create = shim_stream_create;
+  g_shim.stream_destroy = shim_stream_destroy;
+  g_shim.stream_synchronize = shim_stream_synchronize;
+  g_shim.stream_wait_event = shim_stream_wait_event;
+  g_shim.event_create = shim_event_create;
+  g_shim.event_destroy = shim_event_destroy;
+  g_shim.event_record = shim_event_record;
+  g_shim.event_synchronize = shim_event_synchronize;
+}
+
 void on_env_change() {
   try {
     reload();
@@ -148,25 +179,7 @@ void reload() {
   if (!vendor_loaded()) return;
   if (!g_real) {
     g_real = g_vendor;
-    g_shim = *g_real;
-    g_shim.set_device = shim_set_device;
-    g_shim.device_synchronize = shim_device_synchronize;
-    g_shim.malloc = shim_malloc;
-    g_shim.free = shim_free;
-    g_shim.host_malloc = shim_host_malloc;
-    g_shim.host_free = shim_host_free;
-    g_shim.memcpy_sync = shim_memcpy_sync;
-    g_shim.memcpy_async = shim_memcpy_async;
-    g_shim.memset_sync = shim_memset_sync;
-    g_shim.memset_async = shim_memset_async;
-    g_shim.stream_create = shim_stream_create;
-    g_shim.stream_destroy = shim_stream_destroy;
-    g_shim.stream_synchronize = shim_stream_synchronize;
-    g_shim.stream_wait_event = shim_stream_wait_event;
-    g_shim.event_create = shim_event_create;
-    g_shim.event_destroy = shim_event_destroy;
-    g_shim.event_record = shim_event_record;
-    g_shim.event_synchronize = shim_event_synchronize;
+    build_shims();
   }
   bool any = false;
   for (int k = 0; k < kKinds; ++k) {
@@ -175,6 +188,15 @@ void reload() {
   }
   // Swapped between ops (environment writes come from Python), never inside a vendor call.
   g_vendor = any ? &g_shim : g_real;
+}
+
+void use_vendor_table(const DevxVendorApi* table) {
+  const bool shimmed = g_real != nullptr && g_vendor == &g_shim;
+  if (g_real) {
+    g_real = table;
+    build_shims();
+  }
+  g_vendor = shimmed ? &g_shim : table;
 }
 
 void set_runtime_hook(RuntimeHook hook, const std::vector<std::string>& kinds) {

@@ -11,11 +11,17 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/vendor_api.h"
+
 namespace devx::trace {
 
 // Re-reads DEVX_TRACE_RUNTIME (a bad value is a ValueError naming it) and installs or removes
 // the shims. Called at import and whenever the environment changes.
 void reload();
+
+// Makes `table` the vendor table the process calls (through the tracing shims when they are on):
+// what a forked child does (runtime/fork.h).
+void use_vendor_table(const DevxVendorApi* table);
 
 // Callbacks on vendor calls of the given kinds ("malloc", "sync", ...): (kind, call, arguments,
 // status, microseconds). Installing or removing one re-installs the shims as needed.

@@ -36,7 +36,8 @@ class DeviceProperties:
 
 
 def _index(device: _DeviceLike, optional: bool = True) -> int:
-    """The devx device index named by `device` (None: the current device)."""
+    """The devx device index named by `device` (None: the current device); an index with no device
+    behind it is a RuntimeError naming it."""
     if device is None:
         if not optional:
             raise ValueError("a device is required")
@@ -46,10 +47,15 @@ def _index(device: _DeviceLike, optional: bool = True) -> int:
     if isinstance(device, torch.device):
         if device.type not in ("devx", "cuda"):
             raise ValueError(f"expected a devx device, got {device}")
-        return current_device() if device.index is None else device.index
-    if isinstance(device, int):
-        return device
-    raise TypeError(f"expected a device index, string or torch.device, got {type(device).__name__}")
+        if device.index is None:
+            return current_device()
+        index = device.index
+    elif isinstance(device, int):
+        index = device
+    else:
+        raise TypeError(f"expected a device index, string or torch.device, got {type(device).__name__}")
+    _C._check_device_index(index)
+    return index
 
 
 def is_available() -> bool:
@@ -70,7 +76,8 @@ def _lazy_init() -> None:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a process forked after devx was initialised: it cannot use the device (as CUDA)."""
+    return _C._in_bad_fork()
 
 
 def device_count() -> int:
@@ -89,7 +96,8 @@ class device:
     """Context manager that makes `idx` the current devx device."""
 
     def __init__(self, idx: _DeviceLike) -> None:
-        self.idx = -1 if idx is None else _index(idx)
+        # As torch.cuda.device: None or a negative index changes nothing.
+        self.idx = -1 if idx is None or (isinstance(idx, int) and idx < 0) else _index(idx)
         self.prev = -1
 
     def __enter__(self) -> None:

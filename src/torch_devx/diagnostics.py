@@ -7,6 +7,7 @@ import re
 import warnings
 from typing import Any, Callable
 
+import torch
 from torch import _C as _torch_c
 
 from . import _C, _frames
@@ -142,13 +143,26 @@ def override_kernel(op: str, fn: Callable[..., Any] | None) -> None:
     restores the kernel). It receives the op's arguments (devx tensors, numbers, lists) and
     returns its result(s). For prototyping a kernel before writing it for the device, and for
     planting faults that the other diagnostics must catch. Diagnostics such as autocompare see
-    the override as the op's kernel."""
+    the override as the op's kernel. A name that is no aten overload is a ValueError."""
+    if fn is not None:
+        _check_op_name(op)
     _C._set_override(op, fn)
 
 
 def overridden_kernels() -> list[str]:
     """The ops whose kernel override_kernel has replaced."""
     return list(_C._overridden_ops())
+
+
+def _check_op_name(op: str) -> None:
+    """Raises a ValueError unless `op` ("add.Tensor", "relu") names an aten overload: an override
+    of a name no op has would never fire."""
+    name, _, overload = op.partition(".") if isinstance(op, str) else ("", "", "")
+    try:
+        torch._C._dispatch_find_schema_or_throw(f"aten::{name}", overload)
+    except RuntimeError:
+        raise ValueError(f"override_kernel: {op!r} names no aten op overload (expected e.g. 'add.Tensor', "
+                         "'relu')") from None
 
 
 def mem_check_report() -> str:

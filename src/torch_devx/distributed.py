@@ -16,6 +16,7 @@ of each a group made. DEVX_DIST_CHECK=0 (read when a group is made) turns the ch
 """
 from __future__ import annotations
 
+import atexit
 import datetime
 import logging
 from typing import Any, Optional
@@ -62,8 +63,17 @@ def _engines(store: Any, rank: int, size: int, timeout: datetime.timedelta) -> t
     return engine, gloo, name
 
 
+_exit_wait_registered = False
+
+
 def _create(store: Any, rank: int, size: int, timeout: datetime.timedelta) -> Any:
+    global _exit_wait_registered
     check_calls = _environ.flag("DEVX_DIST_CHECK", default=True)
+    if check_calls and not _exit_wait_registered:
+        # A group that is never destroyed may still be settling a call on a thread of its own
+        # (csrc/distributed/call_ledger.cpp): it must end before the interpreter does.
+        atexit.register(_C._wait_for_settle_threads)
+        _exit_wait_registered = True
     engine, host_engine, name = _engines(store, rank, size, timeout)
     _logger.info("rank %d/%d: devx process group over %s (call check %s)", rank, size, name,
                  "on" if check_calls else "off")

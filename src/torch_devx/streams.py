@@ -70,8 +70,13 @@ class StreamContext:
         self.prev_device = current_device()
         if self.stream.device_index != self.prev_device:
             set_device(self.stream.device_index)
-        self.prev_stream = torch.accelerator.current_stream(self.stream.device_index)
-        torch.accelerator.set_stream(self.stream)
+        try:
+            self.prev_stream = torch.accelerator.current_stream(self.stream.device_index)
+            torch.accelerator.set_stream(self.stream)
+        except BaseException:
+            # A stream that cannot be made current leaves the current device as it was.
+            set_device(self.prev_device)
+            raise
 
     def __exit__(self, *exc: object) -> None:
         if self.stream is None or self.prev_stream is None:

@@ -63,6 +63,7 @@ DevxStatus check_fill(void* dst, size_t size) {
 DevxStatus memcpy_sync(void* dst, const void* src, size_t size, DevxMemcpyKind kind) {
   if (size == 0) return DEVX_OK;
   if (DevxStatus status = check_copy(dst, src, size, kind)) return status;
+  if (DevxStatus status = injected_fault(FaultCall::kMemcpy)) return status;
   std::memmove(dst, src, size);
   return DEVX_OK;
 }
@@ -73,6 +74,7 @@ DevxStatus memcpy_async(void* dst, const void* src, size_t size, DevxMemcpyKind 
   if (DevxStatus status = Runtime::get().find_stream(stream, &target)) return status;
   if (size == 0) return DEVX_OK;
   if (DevxStatus status = check_copy(dst, src, size, kind)) return status;
+  if (DevxStatus status = injected_fault(FaultCall::kMemcpy)) return status;
   return target->submit([=] { std::memmove(dst, src, size); });
 }
 

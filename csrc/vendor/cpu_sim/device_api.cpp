@@ -101,6 +101,7 @@ DevxStatus device_synchronize(int device) {
 DevxStatus device_malloc(int device, size_t size, void** ptr) {
   if (ptr == nullptr) return null_argument("malloc", "ptr");
   if (DevxStatus status = Runtime::get().check_device(device)) return status;
+  if (DevxStatus status = injected_fault(FaultCall::kMalloc)) return status;
   return Runtime::get().device(device).arena.allocate(size, ptr);
 }
 

@@ -7,7 +7,7 @@ uint64_t Event::begin_recording() {
   return ++recorded_;
 }
 
-void Event::reach(uint64_t recording) {
+void Event::reach(uint64_t recording, std::string error) {
   const Clock::time_point now = Clock::now();
   {
     std::lock_guard lock(mu_);
@@ -16,13 +16,14 @@ void Event::reach(uint64_t recording) {
     if (recording <= reached_) return;
     reached_ = recording;
     stamp_ = now;
+    error_ = std::move(error);
   }
   cv_.notify_all();
 }
 
 Event::Snapshot Event::snapshot() {
   std::lock_guard lock(mu_);
-  return {recorded_, reached_, stamp_};
+  return {recorded_, reached_, stamp_, error_};
 }
 
 void Event::wait(uint64_t recording, const std::atomic<bool>& abandon) {

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 
 namespace devx::cpu_sim {
 
@@ -20,6 +21,10 @@ class Event {
     uint64_t recorded;
     uint64_t reached;
     Clock::time_point stamp;  // when `reached` was reached
+    // The error the recording stream held (unreported) when it reached `reached`, "" if none:
+    // work that waits for the event inherits it, as CUDA's errors reach the work that depends on
+    // a failed kernel.
+    std::string error;
   };
 
   Event(int device, bool timing) : device_(device), timing_(timing) {}
@@ -29,8 +34,8 @@ class Event {
 
   // Host side, at event_record: the number of the new recording.
   uint64_t begin_recording();
-  // Stream side, when the stream's work reaches `recording`.
-  void reach(uint64_t recording);
+  // Stream side, when the stream's work reaches `recording`; `error` as in Snapshot.
+  void reach(uint64_t recording, std::string error);
 
   Snapshot snapshot();
   // Blocks until `recording` is reached, or `abandon` is set and wake() called.
@@ -45,6 +50,7 @@ class Event {
   uint64_t recorded_ = 0;
   uint64_t reached_ = 0;
   Clock::time_point stamp_;
+  std::string error_;
 };
 
 }  // namespace devx::cpu_sim

@@ -52,8 +52,9 @@ DevxStatus event_record(DevxEventHandle event, DevxStreamHandle stream) {
                                         " cannot be recorded on a stream of device " +
                                         std::to_string(target->device()));
   }
-  return target->submit([marker, recording = marker->begin_recording()] {
-    marker->reach(recording);
+  // A raw stream pointer is safe: the work runs on that stream, which its worker keeps alive.
+  return target->submit([marker, recording = marker->begin_recording(), stream = target.get()] {
+    marker->reach(recording, stream->pending_error());
   });
 }
 
@@ -61,6 +62,11 @@ DevxStatus event_synchronize(DevxEventHandle event) {
   std::shared_ptr<Event> marker;
   if (DevxStatus status = Runtime::get().find_event(event, &marker)) return status;
   marker->wait(marker->snapshot().recorded, kNeverAbandon);
+  const Event::Snapshot state = marker->snapshot();
+  if (!state.error.empty()) {
+    return fail(DEVX_ERROR, "cpu_sim event_synchronize: work before the event on device " +
+                                std::to_string(marker->device()) + " failed: " + state.error);
+  }
   return DEVX_OK;
 }
 
@@ -77,6 +83,12 @@ DevxStatus event_elapsed_ms(DevxEventHandle start, DevxEventHandle end, float* m
   std::shared_ptr<Event> last;
   if (DevxStatus status = Runtime::get().find_event(start, &first)) return status;
   if (DevxStatus status = Runtime::get().find_event(end, &last)) return status;
+  if (first->device() != last->device()) {
+    // As CUDA: the two clocks are not comparable.
+    return fail(DEVX_ERROR_INVALID, "cpu_sim event_elapsed_ms: the start event is on device " +
+                                        std::to_string(first->device()) + " and the end event on device " +
+                                        std::to_string(last->device()) + "; both must be on the same device");
+  }
   const Event::Snapshot first_state = first->snapshot();
   const Event::Snapshot last_state = last->snapshot();
   if (DevxStatus status = check_timed("start", *first, first_state)) return status;

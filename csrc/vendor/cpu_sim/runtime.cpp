@@ -1,5 +1,7 @@
 #include "runtime.h"
 
+#include <pthread.h>
+
 #include <chrono>
 
 #include "error.h"
@@ -18,6 +20,15 @@ thread_local int t_current_device = 0;
 struct WorkerReaper {
   ~WorkerReaper() { Runtime::get().stop_workers(); }
 } g_reaper;
+
+// A process forked from one that ran stream workers has copies of their state but not the
+// threads, and a lock one of them held stays locked: it must neither stop nor join them.
+bool g_forked_child = false;
+struct ForkWatch {
+  ForkWatch() {
+    pthread_atfork(nullptr, nullptr, [] { g_forked_child = true; });
+  }
+} g_fork_watch;
 
 }  // namespace
 
@@ -114,7 +125,7 @@ std::vector<std::shared_ptr<Stream>> Runtime::device_streams(int device) {
 }
 
 void Runtime::stop_workers() {
-  if (!initialised()) return;
+  if (!initialised() || g_forked_child) return;
   std::vector<std::shared_ptr<Stream>> all = streams_.all();
   for (int device = 0; device < device_count(); ++device) {
     Device& d = *devices_[device];

@@ -170,6 +170,11 @@ DevxStatus read_settings(Settings* out) {
     settings.threads = static_cast<int>(count);
   }
 
+  if (const char* raw = std::getenv("DEVX_SIM_FAULTS"); raw && !trim(raw).empty()) {
+    std::string why;
+    if (!parse_faults(std::string(trim(raw)), &settings.faults, &why)) return bad("DEVX_SIM_FAULTS", raw, why);
+  }
+
   *out = settings;
   return DEVX_OK;
 }

@@ -5,6 +5,7 @@
 #include <regex>
 #include <vector>
 
+#include "faults.h"
 #include "runtime/vendor_api.h"
 
 namespace devx::cpu_sim {
@@ -28,6 +29,8 @@ struct Settings {
   std::vector<std::regex> faulty_kernels;
   // DEVX_SIM_THREADS: threads of the own kernels' pool (0: the machine's cores).
   int threads = 0;
+  // DEVX_SIM_FAULTS: vendor calls that fail on purpose (faults.h).
+  FaultRules faults{};
 };
 
 constexpr int kMaxDevices = 64;

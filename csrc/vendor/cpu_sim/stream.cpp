@@ -73,6 +73,11 @@ bool Stream::idle() {
   return completed_ == submitted_;
 }
 
+std::string Stream::pending_error() {
+  std::lock_guard lock(mu_);
+  return error_;
+}
+
 void Stream::wait_event(Event& event, uint64_t recording) {
   {
     std::lock_guard lock(mu_);

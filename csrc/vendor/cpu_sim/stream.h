@@ -38,6 +38,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Waits for all work submitted so far; DEVX_ERROR if any of it threw since the last call.
   DevxStatus synchronize();
   bool idle();
+  // The error of work that threw since the last synchronize(), "" if none (it stays to be reported).
+  std::string pending_error();
 
   // Work on this stream: holds the stream until `event` reaches `recording`.
   void wait_event(Event& event, uint64_t recording);

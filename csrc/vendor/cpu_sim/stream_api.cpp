@@ -1,3 +1,4 @@
+#include <stdexcept>
 #include <string>
 
 #include "api.h"
@@ -67,11 +68,23 @@ DevxStatus stream_wait_event(DevxStreamHandle stream, DevxEventHandle event) {
   if (DevxStatus status = Runtime::get().find_event(event, &marker)) return status;
   // Bound now to the current recording. Never recorded, or already reached: nothing to wait
   // for (an unrecorded event counts as complete, as in CUDA).
+  // Work after the wait depends on the work before the event: if that failed, so does the wait,
+  // and the waiting stream's next synchronisation reports it.
+  auto inherit = [device = marker->device()](const std::string& error) {
+    if (!error.empty()) {
+      throw std::runtime_error("it waited for an event of device " + std::to_string(device) +
+                               " recorded after work that failed: " + error);
+    }
+  };
   const Event::Snapshot now = marker->snapshot();
-  if (now.reached >= now.recorded) return DEVX_OK;
+  if (now.reached >= now.recorded) {
+    if (now.error.empty()) return DEVX_OK;
+    return target->submit([inherit, error = now.error] { inherit(error); });
+  }
   // A raw stream pointer is safe: the work runs on that stream, which its worker keeps alive.
-  return target->submit([stream = target.get(), marker, recording = now.recorded] {
+  return target->submit([stream = target.get(), marker, recording = now.recorded, inherit] {
     stream->wait_event(*marker, recording);
+    inherit(marker->snapshot().error);
   });
 }
 

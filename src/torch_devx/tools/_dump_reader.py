@@ -9,6 +9,8 @@ from typing import Any, Optional
 
 import torch
 
+from ._files import inside
+
 __all__ = ["Dump", "load_dump", "dump_steps"]
 
 
@@ -27,10 +29,16 @@ class Dump:
         rel = entry.get("data")
         if not rel:
             return None
-        path = os.path.join(self.folder, rel)
+        path = inside(self.folder, rel, f"{self.folder}/dump.json")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"dump {self.folder}: data file {rel} named in dump.json is missing")
-        return torch.load(path, weights_only=True)
+        try:
+            data = torch.load(path, weights_only=True)
+        except Exception as e:  # truncated or foreign files fail in many ways inside torch.load
+            raise ValueError(f"{path} (named in {self.folder}/dump.json) is not a saved tensor: {e}") from None
+        if not isinstance(data, torch.Tensor):
+            raise ValueError(f"{path} (named in {self.folder}/dump.json) holds a {type(data).__name__}, not a tensor")
+        return data
 
 
 def dump_steps(path: str) -> list[int]:
@@ -68,11 +76,62 @@ def load_dump(path: str, step: Optional[int] = None) -> Dump:
         raise ValueError(f"{folder}/dump.json is not valid JSON: {e}") from None
     if not isinstance(content, dict) or "records" not in content:
         raise ValueError(f"{folder}/dump.json has no 'records': not written by torch_devx's dump tools")
+    _check_content(content, f"{folder}/dump.json")
     stacks: dict[str, list[str]] = {}
     stack_path = os.path.join(folder, "stack.json")
     if os.path.isfile(stack_path):
-        with open(stack_path) as f:
-            stack_file = json.load(f)
-        table = stack_file.get("stacks", [])
-        stacks = {name: table[i] for name, i in stack_file.get("records", {}).items() if 0 <= i < len(table)}
+        try:
+            with open(stack_path) as f:
+                stack_file = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{stack_path} is not valid JSON: {e}") from None
+        table = stack_file.get("stacks") if isinstance(stack_file, dict) else None
+        index = stack_file.get("records") if isinstance(stack_file, dict) else None
+        if not isinstance(table, list) or not isinstance(index, dict):
+            raise ValueError(f"{stack_path} has no 'stacks' list and 'records' table: not written by torch_devx")
+        stacks = {name: table[i] for name, i in index.items() if isinstance(i, int) and 0 <= i < len(table)}
     return Dump(folder, content.get("meta", {}), content["records"], stacks)
+
+
+def _check_content(content: dict[str, Any], where: str) -> None:
+    """Raises a ValueError naming `where` and the first thing compare could not read."""
+    if not isinstance(content.get("meta", {}), dict):
+        raise ValueError(f"{where}: 'meta' is not an object")
+    records = content["records"]
+    if not isinstance(records, dict):
+        raise ValueError(f"{where}: 'records' is not an object of named records")
+    for name, record in records.items():
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: record {name!r} is not an object")
+        for key in ("api", "kind", "direction"):
+            if not isinstance(record.get(key, ""), str):
+                raise ValueError(f"{where}: record {name!r}: {key!r} is not a string")
+        for io in ("inputs", "outputs"):
+            entries = record.get(io, [])
+            if not isinstance(entries, list):
+                raise ValueError(f"{where}: record {name!r}: {io!r} is not a list")
+            for i, entry in enumerate(entries):
+                _check_entry(entry, f"{where}: record {name!r}, {io}[{i}]")
+
+
+def _check_entry(entry: Any, where: str) -> None:
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise ValueError(f"{where} is not an argument summary with a 'name'")
+    if entry.get("type") != "tensor":
+        return
+    if not isinstance(entry.get("dtype"), str):
+        raise ValueError(f"{where}: a tensor without a dtype")
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                                              for n in shape):
+        raise ValueError(f"{where}: shape {shape!r} is not a list of sizes")
+    for key in ("max", "min", "mean", "norm", "nan", "inf"):
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError(f"{where}: {key} {value!r} is not a number")
+    data = entry.get("data")
+    if data is not None and not isinstance(data, str):
+        raise ValueError(f"{where}: data {data!r} is not a file name")
+    sampling = entry.get("sampling")
+    if sampling is not None and not isinstance(sampling, list):
+        raise ValueError(f"{where}: sampling {sampling!r} is not a list")

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import torch
 
+from ._files import make_dir, write_file
 from ._summary import Sampling, sample, summarize, tensor_summary
 
 __all__ = ["MODES", "DumpWriter", "busy", "quiet"]
@@ -186,11 +187,12 @@ class DumpWriter:
 
     def _save(self, stem: str, t: torch.Tensor) -> str:
         values = sample(t, self.sampling) if self.mode == "sample" else t.detach()
-        data_dir = os.path.join(self._step_dir(), "data")
-        os.makedirs(data_dir, exist_ok=True)
+        make_dir(self._step_dir())
+        make_dir(os.path.join(self._step_dir(), "data"))
         rel = f"data/{stem}.pt"
-        # A fresh compact copy: saving a view would write its whole storage.
-        torch.save(values.cpu().clone(), os.path.join(self._step_dir(), rel))
+        with write_file(os.path.join(self._step_dir(), rel), "wb") as f:
+            # A fresh compact copy: saving a view would write its whole storage.
+            torch.save(values.cpu().clone(), f)
         return rel
 
     # -- steps and files --------------------------------------------------------------------------
@@ -205,14 +207,14 @@ class DumpWriter:
         if not records:
             return None
         folder = self._step_dir()
-        os.makedirs(folder, exist_ok=True)
+        make_dir(folder)
         meta = {"format": FORMAT_VERSION, "step": self.step, "mode": self.mode, "torch": torch.__version__}
         if self.mode == "sample":
             meta["sampling"] = [self.sampling.head, self.sampling.tail, self.sampling.every]
         meta.update(self.meta)
-        with open(os.path.join(folder, "dump.json"), "w") as f:
+        with write_file(os.path.join(folder, "dump.json")) as f:
             _write_entry_per_line({"meta": meta, "records": records}, f)
-        with open(os.path.join(folder, "stack.json"), "w") as f:
+        with write_file(os.path.join(folder, "stack.json")) as f:
             _write_entry_per_line({"stacks": [list(s) for s in stacks], "records": record_stack}, f)
         self.written.append(folder)
         logger.info("dumped %d records of step %d to %s", len(records), self.step, folder)

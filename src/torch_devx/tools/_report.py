@@ -6,6 +6,7 @@ import html
 import os
 from typing import Any, Optional
 
+from ._files import write_file
 from .compare import ApiComparison, CompareResult, TensorComparison
 
 __all__ = ["CSV_COLUMNS", "write_reports"]
@@ -25,6 +26,21 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: Any) -> Any:
+    """A cell a spreadsheet shows as text: one starting like a formula (op and module names come from
+    the dumped program) gets a leading apostrophe; numbers, negative ones included, stay numbers."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value
+
+
 def _tensor_row(api: ApiComparison, t: Optional[TensorComparison]) -> dict[str, str]:
     row = {"api_a": api.name_a or "", "api_b": api.name_b or "", "kind": api.kind,
            "api_verdict": api.verdict if api.paired else "unpaired", "api_rule": api.rule}
@@ -42,20 +58,20 @@ def _tensor_row(api: ApiComparison, t: Optional[TensorComparison]) -> dict[str, 
 
 
 def _write_csv(result: CompareResult, path: str) -> None:
-    with open(path, "w", newline="") as f:
+    with write_file(path, newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, restval="")
         writer.writeheader()
         for api in result.apis:
             for t in api.tensors or [None]:
-                writer.writerow(_tensor_row(api, t))
+                writer.writerow({k: _csv_cell(v) for k, v in _tensor_row(api, t).items()})
 
 
 def _write_ranking(result: CompareResult, path: str) -> None:
-    with open(path, "w", newline="") as f:
+    with write_file(path, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["rank", "module", "error", "verdict", "rule"])
         for i, api in enumerate(result.ranking, 1):
-            writer.writerow([i, api.name, _fmt(api.error), api.verdict, api.rule])
+            writer.writerow([_csv_cell(v) for v in (i, api.name, _fmt(api.error), api.verdict, api.rule)])
 
 
 _STYLE = """
@@ -122,6 +138,6 @@ def write_reports(result: CompareResult, out_dir: str) -> dict[str, str]:
              "ranking": os.path.join(out_dir, "ranking.csv")}
     _write_csv(result, files["csv"])
     _write_ranking(result, files["ranking"])
-    with open(files["html"], "w") as f:
+    with write_file(files["html"]) as f:
         f.write(_html(result))
     return files

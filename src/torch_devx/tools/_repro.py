@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten, treespec_dumps, treespec_loads
 
+from ._files import make_dir, write_file
+
 __all__ = ["load_case", "repro_test_name", "save_repro"]
 
 _ENCODED = {torch.dtype: "dtype", torch.device: "device", torch.layout: "layout", torch.memory_format: "memory_format"}
@@ -29,21 +31,41 @@ def _encode(x: Any) -> Any:
     return x
 
 
-def _decode(x: Any) -> Any:
+def _decode(x: Any, path: str) -> Any:
     if isinstance(x, dict) and set(x) == {"kind", "value"}:
         if x["kind"] == "device":
             return torch.device(x["value"])
-        return getattr(torch, x["value"].replace("torch.", ""))
+        kind = next((t for t, k in _ENCODED.items() if k == x["kind"]), None)
+        value = getattr(torch, str(x["value"]).replace("torch.", ""), None)
+        if kind is None or not isinstance(value, kind):
+            raise ValueError(f"{path}: {x!r} is not a dtype, device, layout or memory format")
+        return value
     return x
 
 
+_ATEN_OP = re.compile(r"aten::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?")
+
+
+def _aten_op(name: Any, path: str) -> Any:
+    """The aten overload a case names ("aten::mul.Tensor"); a case chooses nothing else to run."""
+    m = _ATEN_OP.fullmatch(name) if isinstance(name, str) else None
+    if m is None:
+        raise ValueError(f"{path}: op {name!r} is not an aten overload (aten::NAME[.OVERLOAD])")
+    try:
+        torch._C._dispatch_find_schema_or_throw(f"aten::{m.group(1)}", m.group(2) or "")
+    except RuntimeError:
+        raise ValueError(f"{path}: op {name!r} is not an aten overload of this torch") from None
+    return getattr(getattr(torch.ops.aten, m.group(1)), m.group(2) or "default")
+
+
 def load_case(path: str, device: str = "cpu") -> tuple[Any, tuple, dict]:
-    """(op, args, kwargs) of a saved case; device="devx" puts the arguments that were on devx back there."""
+    """(op, args, kwargs) of a saved case; device="devx" puts the arguments that were on devx back there.
+    The file is loaded as data only (weights_only) and may name only an aten overload."""
     case = torch.load(path, weights_only=True)
-    ns, rest = case["op"].split("::")
-    base, _, overload = rest.partition(".")
-    op = getattr(getattr(getattr(torch.ops, ns), base), overload or "default")
-    leaves = [_decode(x) for x in case["leaves"]]
+    if not isinstance(case, dict) or not {"op", "leaves", "spec", "devices"} <= set(case):
+        raise ValueError(f"{path}: not a divergence repro case (op, leaves, spec, devices)")
+    op = _aten_op(case["op"], path)
+    leaves = [_decode(x, path) for x in case["leaves"]]
     if device != "cpu":
         for i, original in case["devices"].items():
             leaf = leaves[int(i)]
@@ -113,11 +135,12 @@ def save_repro(folder: str, func: Any, inputs: tuple, devices: dict[int, str],
     """Write inputs.pt and the test file (repro_test_name) for op `func` with CPU arguments `inputs`
     ((args, kwargs)); `devices` maps flattened leaf indices to the devx device they were on. Returns
     the test file's path."""
-    os.makedirs(folder, exist_ok=True)
+    make_dir(folder)
     leaves, spec = tree_flatten(inputs)
     qualified = f"{func._schema.name}" + (f".{func._overloadname}" if func._overloadname != "default" else "")
-    torch.save({"op": qualified, "leaves": [_encode(x) for x in leaves], "spec": treespec_dumps(spec),
-                "devices": {str(i): d for i, d in devices.items()}}, os.path.join(folder, "inputs.pt"))
+    with write_file(os.path.join(folder, "inputs.pt"), "wb") as f:
+        torch.save({"op": qualified, "leaves": [_encode(x) for x in leaves], "spec": treespec_dumps(spec),
+                    "devices": {str(i): d for i, d in devices.items()}}, f)
     written = [(i, a.name) for i, a in enumerate(func._schema.arguments)
                if a.alias_info is not None and a.alias_info.is_write]
     float_tolerances = {str(dt).replace("torch.", ""): tol for dt, tol in tolerances.items()}
@@ -136,6 +159,6 @@ def save_repro(folder: str, func: Any, inputs: tuple, devices: dict[int, str],
         if divergence.forward_location else "",
         tolerances=repr(float_tolerances), written=repr(written),
         test_name="".join(c if c.isalnum() else "_" for c in qualified.split("::")[-1]))
-    with open(test_path, "w") as f:
+    with write_file(test_path) as f:
         f.write(textwrap.dedent(text))
     return test_path

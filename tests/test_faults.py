@@ -1,0 +1,87 @@
+"""Injected vendor faults (cpu_sim's DEVX_SIM_FAULTS): every failed vendor call surfaces as a Python
+exception naming the call, and the process, the allocator's statistics and the device memory stay
+consistent afterwards. Each case runs in a child, since the setting is read when the vendor loads."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import assert_child_ok, describe, run_python
+
+TRAINING = """
+import gc, sys
+import torch, torch.nn.functional as F
+import torch_devx
+from torch_devx import diagnostics
+
+failed = []   # the vendor calls that failed, as the runtime saw them
+diagnostics.set_runtime_hook(lambda kind, call, args, status, us: failed.append(call) if status else None,
+                             ["malloc", "memcpy"])
+free_at_start = torch.devx.mem_get_info(0)[0]
+torch.manual_seed(0)
+# Activations of 2 MiB: each is a segment of its own, which empty_cache gives back every step.
+data = [(torch.randn(256, 32), torch.randn(256, 4)) for _ in range(4)]
+errors, losses = [], []
+model = opt = None
+for step in range(200):
+    try:
+        if model is None:   # set-up copies can fail too
+            model = torch.nn.Sequential(torch.nn.Linear(32, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 4)).to("devx")
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = (t.to("devx") for t in data[step % 4])
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    except RuntimeError as e:
+        errors.append(str(e))
+    # Every step's memory goes back to the device, so that allocations reach the vendor.
+    torch.devx.empty_cache()
+    assert torch.devx.memory_reserved() == torch.devx.mem_get_info(0)[1] - torch.devx.mem_get_info(0)[0], step
+diagnostics.set_runtime_hook(None)
+print("faults", len(failed), "errors", len(errors), "steps", len(losses))
+assert len(errors) == len(failed), (failed, errors)
+for call, error in zip(failed, errors):
+    assert "injected fault" in error and ("malloc" if "malloc" in call else "memcpy") in error, (call, error)
+assert {"malloc", "memcpy"} <= {("malloc" if "malloc" in c else "memcpy") for c in failed}, failed
+assert len(losses) > 150 and losses[-1] == losses[-1], losses[-5:]
+del model, opt, x, y, loss
+gc.collect()
+torch.devx.synchronize()
+torch.devx.empty_cache()
+assert torch.devx.memory_allocated() == 0 and torch.devx.memory_reserved() == 0
+assert torch.devx.mem_get_info(0)[0] == free_at_start
+print("consistent")
+"""
+
+
+@pytest.mark.parametrize("mode", ["0", "1"])
+def test_training_under_injected_faults_reports_each_and_leaks_nothing(mode):
+    proc = run_python(TRAINING, DEVX_SIM_FAULTS="malloc:0.01,memcpy:0.01", DEVX_SIM_ASYNC=mode)
+    assert_child_ok(proc)
+    assert "consistent" in proc.stdout, describe(proc)
+
+
+def test_the_nth_call_fails_exactly():
+    proc = run_python("""
+import torch, torch_devx
+x = torch.ones(4)
+results = []
+for i in range(5):
+    try:
+        x.to("devx")
+        results.append("ok")
+    except RuntimeError as e:
+        results.append("injected fault (call 3" in str(e) and "memcpy" in str(e))
+print(results)
+""", DEVX_SIM_FAULTS="memcpy:#3")
+    assert_child_ok(proc)
+    assert "['ok', 'ok', True, 'ok', 'ok']" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("value", ["kernel:0.1", "malloc:2", "malloc:0", "memcpy:#0", "malloc", "malloc:x"])
+def test_bad_fault_settings_are_value_errors(value):
+    proc = run_python("import torch_devx", DEVX_SIM_FAULTS=value)
+    assert proc.returncode == 1, describe(proc)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ValueError") and "DEVX_SIM_FAULTS" in last and value in last, describe(proc)
