@@ -4,8 +4,14 @@ PYTHON ?= python3
 TORCH_VERSION ?= 2.13.0
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The stamp names the dependency set: a venv made for an older set installs the new one.
-DEPS := $(VENV)/.deps-2-$(TORCH_VERSION)
+# What the venv holds. The stamp records the set it was installed for: when TORCH_VERSION (or the
+# set) differs, this set is installed over it, and a build made against another torch is removed
+# (CMake would notice the new torch too; this keeps no object of the old one).
+DEPS_SPEC := torch==$(TORCH_VERSION) numpy pyyaml pytest expecttest setuptools wheel cmake ninja scipy-openblas32
+DEPS := $(VENV)/.devx-deps
+ifneq ($(file < $(DEPS)),$(DEPS_SPEC))
+.PHONY: $(DEPS)
+endif
 
 .PHONY: all build demo test bench profile clean
 
@@ -15,23 +21,26 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(DEPS): | $(PY)
-	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)" numpy pyyaml pytest expecttest setuptools wheel cmake ninja scipy-openblas32
-	touch $@
+	$(PY) -m pip install $(DEPS_SPEC)
+	@if [ "$$(cut -d' ' -f1 $@ 2>/dev/null)" != "torch==$(TORCH_VERSION)" ]; then \
+		echo "torch is now $(TORCH_VERSION): removing the build made against another"; \
+		rm -rf build torch_devx/*.so; \
+	fi
+	printf '%s\n' '$(DEPS_SPEC)' > $@
 
 # Re-run every time: the CMake build underneath is incremental, so this costs seconds when
-# nothing changed.
+# nothing changed. -v shows CMake's and ninja's progress.
 build: $(DEPS)
-	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
+	$(PY) -m pip install -v --no-build-isolation --no-deps -e .
 
 demo: build
 	$(PY) examples/train_cuda_style.py
 
-# The suite runs twice: with synchronous streams, and with asynchronous ones (DEVX_SIM_ASYNC=1:
-# ops return before their kernels run), where missing synchronisation would show as wrong data.
+# The passes (scripts/test_passes.py): the suite with synchronous streams, again with asynchronous
+# ones, and the tensor tests with CUDA mocking off; each runs even when one before it failed, and
+# each gets a summary line.
 test: build
-	$(PY) -m pytest -q tests
-	DEVX_SIM_ASYNC=1 $(PY) -m pytest -q tests
-	DEVX_MOCK_CUDA=0 $(PY) -m pytest -q tests/test_tensors.py
+	$(PY) scripts/test_passes.py
 
 bench: build
 	$(PY) bench/bench.py

@@ -30,10 +30,10 @@ _FACTORIES = (
 )
 _TENSOR_NEW = ("new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros")
 _CUDA_FUNCS = (
-    "current_device", "device", "device_count", "device_of", "empty_cache", "get_device_capability",
+    "_is_in_bad_fork", "current_device", "device", "device_count", "device_of", "empty_cache", "get_device_capability",
     "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all", "initial_seed",
-    "is_available", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",
-    "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
+    "is_available", "is_bf16_supported", "is_current_stream_capturing", "is_initialized", "manual_seed",
+    "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
     "reset_peak_memory_stats", "seed", "seed_all",
     "set_device", "set_rng_state", "set_rng_state_all", "synchronize",

@@ -254,6 +254,11 @@ def is_bf16_supported() -> bool:
     return True
 
 
+def is_current_stream_capturing() -> bool:
+    """devx has no graph capture (torch.cuda.graph's): no stream is ever capturing."""
+    return False
+
+
 def __getattr__(name: str) -> Any:
     # Inductor's code generators, looked up by torch.compile on first use (see _inductor_backend).
     from . import _inductor_backend
