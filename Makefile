@@ -24,7 +24,7 @@ $(DEPS): | $(PY)
 	$(PY) -m pip install $(DEPS_SPEC)
 	@if [ "$$(cut -d' ' -f1 $@ 2>/dev/null)" != "torch==$(TORCH_VERSION)" ]; then \
 		echo "torch is now $(TORCH_VERSION): removing the build made against another"; \
-		rm -rf build torch_devx/*.so; \
+		rm -rf build src/torch_devx/*.so; \
 	fi
 	printf '%s\n' '$(DEPS_SPEC)' > $@
 

@@ -37,9 +37,6 @@ class CMakeBuild(build_ext):
         configure = [
             cmake, "-S", src_dir, "-B", build_dir,
             f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
-            # Given each time: the cache would otherwise keep the torch of the first build (a
-            # deleted isolated build environment, or another venv's).
-            f"-DTorch_DIR={os.path.join(torch.utils.cmake_prefix_path, 'Torch')}",
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DDEVX_PACKAGE_DIR={pkg_dir}",
             f"-DCMAKE_BUILD_TYPE={os.environ.get('DEVX_BUILD_TYPE', 'Release')}",

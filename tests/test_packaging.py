@@ -18,7 +18,7 @@ def test_sdist_has_the_sources_and_no_build_products(tmp_path: Path) -> None:
     with tarfile.open(archive) as tar:
         names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     tracked = subprocess.run(["git", "ls-files"], cwd=str(REPO), capture_output=True, text=True).stdout.split()
-    needed = [f for f in tracked if f.startswith(("csrc/", "scripts/", "src/")) or
+    needed = [f for f in tracked if f.startswith(("csrc/", "scripts/", "src/", "cmake/")) or
               f in ("CMakeLists.txt", "setup.py", "pyproject.toml", "README.md")]
     assert needed and not [f for f in needed if f not in names]
     assert not [n for n in names if n.endswith((".so", ".pyc")) or n.startswith(("build/", "src/torch_devx/include/"))
