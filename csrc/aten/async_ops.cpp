@@ -101,12 +101,19 @@ Plan make_plan(const c10::OperatorHandle& op) {
   return plan;
 }
 
+// Each op's plan is made once per process; each thread remembers the plans it has used, so that
+// issuing an op takes no lock (the host thread and the stream workers issue concurrently).
 const Plan& plan_for(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema* schema = &op.schema();
+  thread_local std::unordered_map<const c10::FunctionSchema*, const Plan*> seen;
+  auto hit = seen.find(schema);
+  if (hit != seen.end()) return *hit->second;
   static std::mutex mutex;
   static std::unordered_map<const c10::FunctionSchema*, Plan> plans;  // node-based: references stay valid
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = plans.find(&op.schema());
-  if (it == plans.end()) it = plans.emplace(&op.schema(), make_plan(op)).first;
+  auto it = plans.find(schema);
+  if (it == plans.end()) it = plans.emplace(schema, make_plan(op)).first;
+  seen.emplace(schema, &it->second);
   return it->second;
 }
 

@@ -77,72 +77,9 @@ DevxStatus ctx_philox_state(DevxKernelContext* ctx, DevxGenerator generator, uin
 template <typename Store>
 std::string dtype_of_first_tensor(const Store& tensors) {
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].defined()) return std::string(c10::toString(tensors[i].scalar_type()));
+    if (tensors[i]->defined()) return std::string(c10::toString(tensors[i]->scalar_type()));
   }
   return "no tensor";
-}
-
-void add_key(std::vector<int64_t>& key, const c10::IValue& v);
-
-void add_tensor_key(std::vector<int64_t>& key, const at::Tensor& t) {
-  if (!t.defined()) {
-    key.push_back(-1);
-    return;
-  }
-  key.push_back(static_cast<int64_t>(t.device().type()) << 16 | (t.device().index() + 1) << 8 |
-                static_cast<int64_t>(t.scalar_type()));
-  key.push_back(static_cast<int64_t>(t.layout()) << 8 | t.unsafeGetTensorImpl()->is_wrapped_number() << 1 |
-                (t.is_conj() || t.is_neg()));
-  key.push_back(t.dim());
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    key.push_back(t.size(d));
-    key.push_back(t.stride(d));
-  }
-}
-
-// Each kind of value starts with its own code, so that different kinds never give one key.
-void add_key(std::vector<int64_t>& key, const c10::IValue& v) {
-  if (v.isTensor()) {
-    key.push_back(1);
-    add_tensor_key(key, v.toTensor());
-  } else if (v.isList()) {
-    key.push_back(2);
-    const c10::List<c10::IValue> list = v.toList();
-    key.push_back(static_cast<int64_t>(list.size()));
-    for (const c10::IValue& e : list) add_key(key, e);
-  } else if (v.isInt()) {
-    key.push_back(3);
-    key.push_back(v.toInt());
-  } else if (v.isDouble()) {
-    key.push_back(4);
-    const double d = v.toDouble();
-    int64_t bits;
-    std::memcpy(&bits, &d, sizeof bits);
-    key.push_back(bits);
-  } else if (v.isBool()) {
-    key.push_back(5);
-    key.push_back(v.toBool());
-  } else if (v.isComplexDouble()) {
-    key.push_back(6);
-    const c10::complex<double> c = v.toComplexDouble();
-    int64_t bits[2];
-    std::memcpy(bits, &c, sizeof bits);
-    key.push_back(bits[0]);
-    key.push_back(bits[1]);
-  } else if (v.isString()) {
-    key.push_back(7);
-    key.push_back(static_cast<int64_t>(std::hash<std::string_view>{}(v.toStringView())));
-  } else if (v.isDevice()) {
-    key.push_back(8);
-    key.push_back(static_cast<int64_t>(v.toDevice().type()) << 8 | (v.toDevice().index() + 1));
-  } else if (v.isSymInt()) {
-    key.push_back(3);
-    key.push_back(v.toSymInt().expect_int());
-  } else if (v.isNone()) {
-    key.push_back(9);
-  } else {
-    key.push_back(10);  // a generator: nothing of it reaches a meta function
-  }
 }
 
 struct KeyHash {
@@ -169,17 +106,119 @@ MetaOutput describe_meta(const at::Tensor& t) {
 
 }  // namespace
 
-// The key of the call being looked up, built in a buffer that keeps its capacity.
-thread_local std::vector<int64_t> t_key;
+void add_key(MetaKey& key, const at::Tensor& t) {
+  key.push_back(1);
+  if (!t.defined()) {
+    key.push_back(-1);
+    return;
+  }
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const c10::Device device = impl->device();
+  key.push_back(static_cast<int64_t>(device.type()) << 16 | (device.index() + 1) << 8 |
+                static_cast<int64_t>(t.scalar_type()));
+  key.push_back(static_cast<int64_t>(impl->layout()) << 8 | impl->is_wrapped_number() << 1 |
+                (impl->is_conj() || impl->is_neg()));
+  const c10::IntArrayRef sizes = impl->sizes(), strides = impl->strides();
+  key.push_back(static_cast<int64_t>(sizes.size()));
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    key.push_back(sizes[d]);
+    key.push_back(strides[d]);
+  }
+}
 
-const MetaResult* VendorCall::lookup(std::initializer_list<c10::IValue> args) {
-  t_key.clear();
-  t_key.push_back(op_);
-  for (const c10::IValue& v : args) add_key(t_key, v);
-  auto it = t_meta_cache.find(t_key);
+void add_key(MetaKey& key, double v) {
+  key.push_back(4);
+  int64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  key.push_back(bits);
+}
+
+void add_key(MetaKey& key, const c10::Scalar& s) {
+  if (s.isSymbolic()) {
+    add_key(key, c10::IValue(s));
+  } else if (s.isBoolean()) {
+    add_key(key, s.toBool());
+  } else if (s.isIntegral(false)) {
+    add_key(key, s.toLong());
+  } else if (s.isComplex()) {
+    add_key(key, c10::IValue(s));
+  } else {
+    add_key(key, s.toDouble());
+  }
+}
+
+void add_key(MetaKey& key, const at::ITensorListRef& ts) {
+  key.push_back(2);
+  key.push_back(static_cast<int64_t>(ts.size()));
+  for (const at::Tensor& t : ts) add_key(key, t);
+}
+
+void add_key(MetaKey& key, const c10::List<std::optional<at::Tensor>>& ts) {
+  key.push_back(2);
+  key.push_back(static_cast<int64_t>(ts.size()));
+  for (const std::optional<at::Tensor>& t : ts) add_key(key, t);
+}
+
+void add_key(MetaKey& key, const c10::IValue& v) {
+  if (v.isTensor()) {
+    add_key(key, v.toTensor());
+  } else if (v.isList()) {
+    key.push_back(2);
+    const c10::List<c10::IValue> list = v.toList();
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (const c10::IValue& e : list) add_key(key, e);
+  } else if (v.isInt()) {
+    add_key(key, v.toInt());
+  } else if (v.isDouble()) {
+    add_key(key, v.toDouble());
+  } else if (v.isBool()) {
+    add_key(key, v.toBool());
+  } else if (v.isComplexDouble()) {
+    key.push_back(6);
+    const c10::complex<double> c = v.toComplexDouble();
+    int64_t bits[2];
+    std::memcpy(bits, &c, sizeof bits);
+    key.push_back(bits[0]);
+    key.push_back(bits[1]);
+  } else if (v.isString()) {
+    key.push_back(7);
+    key.push_back(static_cast<int64_t>(std::hash<std::string_view>{}(v.toStringView())));
+  } else if (v.isDevice()) {
+    key.push_back(8);
+    key.push_back(static_cast<int64_t>(v.toDevice().type()) << 8 | (v.toDevice().index() + 1));
+  } else if (v.isSymInt()) {
+    add_key(key, v.toSymInt().expect_int());
+  } else if (v.isNone()) {
+    key.push_back(9);
+  } else {
+    key.push_back(10);  // a generator: nothing of it reaches a meta function
+  }
+}
+
+namespace {
+// The key of the call being looked up, built in a buffer that keeps its capacity.
+DEVX_HOT_TLS thread_local MetaKey* t_key = nullptr;
+}  // namespace
+
+MetaKey& VendorCall::lookup_key() const {
+  if (C10_UNLIKELY(!t_key)) {
+    struct Owner {
+      MetaKey key;
+      ~Owner() { t_key = nullptr; }
+    };
+    thread_local Owner owner;
+    t_key = &owner.key;
+  }
+  t_key->clear();
+  t_key->push_back(op_);
+  return *t_key;
+}
+
+const MetaResult* VendorCall::find(const MetaKey& key) {
+  auto it = t_meta_cache.find(key);
   if (it != t_meta_cache.end()) return &it->second;
   // The meta function runs before remember(): its own ops may look up keys of theirs.
-  key_ = t_key;
+  key_ = key;
   return nullptr;
 }
 
@@ -230,9 +269,10 @@ void VendorCall::resize_outputs_to(const MetaResult* hit, std::initializer_list<
   }
 }
 
-VendorCall::VendorCall(int op, int kernel) : op_(op), kernel_(kernel), device_(current_device()) {
+VendorCall::VendorCall(int op, int kernel)
+    : op_(op), kernel_(kernel), device_(current_device()), stream_(getCurrentDevxStream(device_)) {
   ctx_.device = device_;
-  ctx_.stream = getCurrentDevxStream(device_).handle();
+  ctx_.stream = stream_.handle();
   ctx_.workspace = &ctx_workspace;
   ctx_.resize_output = &ctx_resize_output;
   ctx_.philox_state = &ctx_philox_state;
@@ -357,11 +397,11 @@ DevxTensor* VendorCall::describe(const at::Tensor& t, bool output) {
   if (t.layout() != c10::kStrided) decline_reason(std::string("layout ") + c10::toString(t.layout()));
   const std::optional<DevxDType> dtype = abi_dtype(t.scalar_type());
   if (!dtype) decline_reason(std::string("dtype ") + c10::toString(t.scalar_type()));
-  const at::Tensor& held = tensors_.emplace_back(t);
+  tensors_.emplace_back(&t);
   is_output_.emplace_back(output);
-  return &descs_.emplace_back(DevxTensor{held.numel() == 0 ? nullptr : const_cast<void*>(held.const_data_ptr()),
-                                         dtype.value_or(DEVX_FLOAT32), static_cast<int32_t>(held.dim()),
-                                         held.sizes().data(), held.strides().data(), device, 0});
+  return &descs_.emplace_back(DevxTensor{t.numel() == 0 ? nullptr : const_cast<void*>(t.const_data_ptr()),
+                                         dtype.value_or(DEVX_FLOAT32), static_cast<int32_t>(t.dim()),
+                                         t.sizes().data(), t.strides().data(), device, 0});
 }
 
 DevxTensorList VendorCall::describe_list(at::TensorList ts, bool output) {
@@ -380,7 +420,10 @@ DevxTensorList VendorCall::arg(const at::ITensorListRef& ts) {
 DevxTensorList VendorCall::arg(const c10::List<std::optional<at::Tensor>>& ts) {
   std::vector<DevxTensor*>& items = lists_.emplace_back();
   items.reserve(ts.size());
-  for (const std::optional<at::Tensor>& t : ts) items.push_back(t && t->defined() ? describe(*t, false) : nullptr);
+  // A c10::List hands out its elements as temporaries: those described are kept here.
+  for (const std::optional<at::Tensor>& t : ts) {
+    items.push_back(t && t->defined() ? describe(held_.emplace_back(*t), false) : nullptr);
+  }
   return {items.data(), static_cast<int64_t>(items.size())};
 }
 
@@ -489,7 +532,7 @@ DevxStatus VendorCall::resize_output(DevxTensor* out, int32_t ndim, const int64_
   size_t i = 0;
   while (i < descs_.size() && &descs_[i] != out) ++i;
   if (i == descs_.size() || ndim < 0 || (ndim > 0 && !sizes)) return DEVX_ERROR_INVALID;
-  at::Tensor& t = tensors_[i];
+  const at::Tensor& t = *tensors_[i];
   try {
     t.resize_(c10::IntArrayRef(sizes, static_cast<size_t>(ndim)));
   } catch (const c10::OutOfMemoryError&) {
@@ -507,16 +550,15 @@ bool VendorCall::finish(DevxStatus status) {
     g_calls[kernel_].fetch_add(1, std::memory_order_relaxed);
     // What the kernel queued reads its inputs and workspaces until the stream has run it. Outputs
     // need no holding: a block is free for its stream's later work once its last work is queued.
-    const DevxStream stream = getCurrentDevxStream(device_);
     // Storages, not tensors: the stream's thread may drop the last reference, and a tensor's
     // Python object would need the GIL there (at interpreter exit, a thread taking it is ended).
-    if (!stream.query()) {
+    if (!stream_.query()) {
       std::vector<c10::Storage> storages;
       for (size_t i = 0; i < tensors_.size(); ++i) {
-        if (!is_output_[i] && tensors_[i].device().type() == kDevx) storages.push_back(tensors_[i].storage());
+        if (!is_output_[i] && tensors_[i]->device().type() == kDevx) storages.push_back(tensors_[i]->storage());
       }
       auto workspaces = std::make_shared<std::vector<c10::DataPtr>>(std::move(workspaces_));
-      launch_host_work(stream, [storages = std::move(storages), workspaces = std::move(workspaces)] {});
+      launch_host_work(stream_, [storages = std::move(storages), workspaces = std::move(workspaces)] {});
     }
     return true;
   }

@@ -26,6 +26,7 @@
 #include "aten/async_ops.h"
 #include "aten/op_wrapper.h"
 #include "aten/op_registry.h"
+#include "runtime/stream.h"
 #include "runtime/vendor.h"
 #include "op_table.h"
 
@@ -81,8 +82,52 @@ class StableStore {
   std::unique_ptr<std::deque<T>> more_;
 };
 
-inline c10::IValue list_ivalue(const at::ITensorListRef& ts) {
-  return c10::IValue(std::vector<at::Tensor>(ts.begin(), ts.end()));
+// The key of a meta-cache lookup: the op, then each argument as a few integers. Each kind of
+// value starts with its own code, so that different kinds never give one key. Arguments are
+// encoded as they are, not boxed: an IValue per argument (a reference count taken and dropped
+// per tensor, a List per int list) cost more than the rest of the lookup.
+using MetaKey = std::vector<int64_t>;
+void add_key(MetaKey& key, const c10::IValue& v);
+void add_key(MetaKey& key, const at::Tensor& t);
+void add_key(MetaKey& key, const c10::Scalar& s);
+inline void add_key(MetaKey& key, int64_t v) {
+  key.push_back(3);
+  key.push_back(v);
+}
+inline void add_key(MetaKey& key, const c10::SymInt& v) { add_key(key, v.expect_int()); }
+inline void add_key(MetaKey& key, bool v) {
+  key.push_back(5);
+  key.push_back(v);
+}
+void add_key(MetaKey& key, double v);
+template <typename T>
+void add_key(MetaKey& key, const std::optional<T>& v) {
+  if (v) {
+    add_key(key, *v);
+  } else {
+    key.push_back(9);
+  }
+}
+template <typename T>
+void add_key(MetaKey& key, c10::ArrayRef<T> v) {
+  key.push_back(2);
+  key.push_back(static_cast<int64_t>(v.size()));
+  for (const T& e : v) add_key(key, e);
+}
+template <typename T>
+void add_key(MetaKey& key, const c10::OptionalArrayRef<T>& v) {
+  if (v) {
+    add_key(key, *v);
+  } else {
+    key.push_back(9);
+  }
+}
+void add_key(MetaKey& key, const at::ITensorListRef& ts);
+void add_key(MetaKey& key, const c10::List<std::optional<at::Tensor>>& ts);
+// Anything else (dtypes, layouts, devices, strings, generators) as its IValue.
+template <typename T>
+void add_key(MetaKey& key, const T& v) {
+  add_key(key, c10::IValue(v));
 }
 
 class VendorCall {
@@ -112,7 +157,12 @@ class VendorCall {
   at::Tensor result_to_size(c10::ScalarType dtype);
 
   // The meta function's answer for these arguments, if it has been asked before (in this thread).
-  const MetaResult* lookup(std::initializer_list<c10::IValue> args);
+  template <typename... A>
+  const MetaResult* lookup(const A&... args) {
+    MetaKey& key = lookup_key();
+    (add_key(key, args), ...);
+    return find(key);
+  }
   // Records the outputs (tensors, or tensor lists) the meta function laid out for the arguments
   // of the lookup that missed.
   void remember(std::initializer_list<c10::IValue> outputs);
@@ -177,15 +227,23 @@ class VendorCall {
   DevxTensor* describe(const at::Tensor& t, bool output);
   DevxTensorList describe_list(at::TensorList ts, bool output);
   void decline_reason(std::string reason);
+  // This thread's key buffer, cleared and started with the op (it keeps its capacity).
+  MetaKey& lookup_key() const;
+  const MetaResult* find(const MetaKey& key);
   std::string op_name() const;
 
   int op_;
   int kernel_;
   c10::DeviceIndex device_;
+  DevxStream stream_;
   DevxKernelContext ctx_;
   // Stable addresses: descriptors are handed out by pointer.
   StableStore<DevxTensor, 6> descs_;
-  StableStore<at::Tensor, 6> tensors_;  // tensors_[i] is what descs_[i] describes
+  // What descs_[i] describes: the adapter's own arguments and results, which outlive the call.
+  // Pointers, not copies: taking a reference on a tensor that has a Python object takes the GIL
+  // (torch keeps the object alive while C++ holds the tensor), which cost more than the kernel.
+  StableStore<const at::Tensor*, 6> tensors_;
+  StableStore<at::Tensor, 1> held_;  // list elements that exist only as temporaries
   StableStore<bool, 6> is_output_;
   StableStore<std::vector<DevxTensor*>, 1> lists_;
   StableStore<DevxScalar, 3> scalars_;
@@ -200,7 +258,7 @@ class VendorCall {
   std::vector<c10::DataPtr> workspaces_;
   std::vector<std::pair<at::Tensor, at::Tensor>> outputs_;  // (devx, meta) of out= arguments
   std::string unsupported_;
-  std::vector<int64_t> key_;  // of a lookup that missed
+  MetaKey key_;  // of a lookup that missed
 };
 
 // Runs op `op` as it would run without the vendor's kernel (the call was declined).

@@ -304,16 +304,12 @@ def gen_adapter(e: Entry, op_index: int) -> str:
         result = outs[0] if variant == "out" else ("self" if variant == "inplace" else "o0")
     else:
         # The meta function's answer is cached per signature of the arguments (vendor_call.h).
-        def ivalue(b) -> str:
-            name = expanded.get(b.name, b.name)
-            return f"devx::list_ivalue({name})" if "ITensorListRef" in b.type else f"c10::IValue({name})"
-
-        lookup = ", ".join(ivalue(b) for b in bindings)
+        lookup = ", ".join(expanded.get(b.name, b.name) for b in bindings)
         list_outs = [r.type.is_list_like() is not None for r in f.func.returns]
         if variant == "functional":
             body += [f"  {'std::vector<at::Tensor>' if is_list else 'at::Tensor'} o{i};"
                      for i, is_list in enumerate(list_outs)]
-            body.append(f"  if (const devx::MetaResult* hit = call.lookup({{{lookup}}})) {{")
+            body.append(f"  if (const devx::MetaResult* hit = call.lookup({lookup})) {{")
             body += [f"    o{i} = call.{'result_list' if is_list else 'result'}(hit, {i});"
                      for i, is_list in enumerate(list_outs)]
             body.append("  } else {")
@@ -327,7 +323,7 @@ def gen_adapter(e: Entry, op_index: int) -> str:
             out_expr = {name: f"o{i}" for i, name in enumerate(outs)}
             result = "o0" if len(outs) == 1 else f"{ret_type}({', '.join(f'o{i}' for i in range(len(outs)))})"
         elif variant == "inplace":
-            body.append(f"  if (!call.lookup({{{lookup}}})) {{")
+            body.append(f"  if (!call.lookup({lookup})) {{")
             body.append(f"    {meta_call()};")
             body.append("    call.remember({});")
             body.append("  }")
@@ -335,7 +331,7 @@ def gen_adapter(e: Entry, op_index: int) -> str:
             result = None if ret_type == "void" else "self"
         else:
             out_ivalues = ", ".join(f"c10::IValue({name})" for name in outs)
-            body.append(f"  if (const devx::MetaResult* hit = call.lookup({{{lookup}}})) {{")
+            body.append(f"  if (const devx::MetaResult* hit = call.lookup({lookup})) {{")
             body.append(f"    call.resize_outputs_to(hit, {{{out_ivalues}}});")
             body.append("  } else {")
             body.append(f"    {meta_call()};")

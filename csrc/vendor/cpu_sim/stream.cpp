@@ -11,9 +11,9 @@ namespace {
 
 // Runs `work` and returns the message of what it threw ("" if nothing), so that no kernel's
 // exception unwinds through the C table or out of a worker thread.
-std::string run_catching(const Stream::Work& work) {
+std::string run_catching(void (*call)(void*), void* arg) {
   try {
-    work();
+    call(arg);
   } catch (abi::__forced_unwind&) {
     // pthread_exit unwinds with this (CPython does it to threads that enter the interpreter
     // while it finalises); swallowing it would abort the process.
@@ -26,7 +26,18 @@ std::string run_catching(const Stream::Work& work) {
   return {};
 }
 
+std::string run_catching(const Stream::Work& work) {
+  return run_catching([](void* w) { (*static_cast<const Stream::Work*>(w))(); },
+                      const_cast<void*>(static_cast<const void*>(&work)));
+}
+
 }  // namespace
+
+DevxStatus Stream::run_now(int device, void (*call)(void*), void* arg) {
+  const std::string error = run_catching(call, arg);
+  if (error.empty()) return DEVX_OK;
+  return fail(DEVX_ERROR, "a host function on cpu_sim device " + std::to_string(device) + " threw: " + error);
+}
 
 void Stream::start_worker() {
   async_ = true;
@@ -36,11 +47,8 @@ void Stream::start_worker() {
 DevxStatus Stream::submit(Work work) {
   // Work the stream's own worker submits (a vendor kernel called by an issued op) belongs to the
   // item running now: queued at the end, it would run after work the host issued later.
-  if (!async_ || std::this_thread::get_id() == worker_.get_id()) {
-    const std::string error = run_catching(work);
-    if (error.empty()) return DEVX_OK;
-    return fail(DEVX_ERROR, "a host function on cpu_sim device " + std::to_string(device_) +
-                                " threw: " + error);
+  if (runs_now()) {
+    return run_now(device_, [](void* w) { (*static_cast<Work*>(w))(); }, &work);
   }
   {
     std::lock_guard lock(mu_);

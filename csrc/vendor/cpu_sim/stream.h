@@ -35,6 +35,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Runs `work` after all work submitted before it. Without a worker it runs now, and an
   // exception it throws is returned as DEVX_ERROR; with one, it is reported by synchronize().
   DevxStatus submit(Work work);
+  // Whether submit() runs work now, on the calling thread: no worker, or this is the worker (a
+  // vendor kernel called by work it runs).
+  bool runs_now() const { return !async_ || std::this_thread::get_id() == worker_.get_id(); }
+  // Runs call(arg) as submit() runs work now on a stream of `device`: an exception it throws is
+  // returned as DEVX_ERROR. (Kernels that run now call this without wrapping their work in a Work.)
+  static DevxStatus run_now(int device, void (*call)(void*), void* arg);
   // Waits for all work submitted so far; DEVX_ERROR if any of it threw since the last call.
   DevxStatus synchronize();
   bool idle();

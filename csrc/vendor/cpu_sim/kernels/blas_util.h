@@ -61,8 +61,8 @@ void gemm_batched<int64_t>(bool trans_a, bool trans_b, int64_t m, int64_t n, int
 // Copies `src` (its sizes and strides; 0 strides broadcast) into `dst` laid out by `dst_strides`,
 // converting to D. Parallel; to be called from launched work.
 template <typename D>
-void gather(const Tensor& src, D* dst, const std::vector<int64_t>& dst_strides) {
-  std::array<std::vector<int64_t>, 2> strides{dst_strides, src.strides};
+void gather(const Tensor& src, D* dst, const Dims& dst_strides) {
+  std::array<Dims, 2> strides{dst_strides, src.strides};
   Loop<2> loop(src.sizes, strides);
   const int64_t n = loop.numel();
   dispatch(src.dtype, [&](auto tag) {
@@ -80,8 +80,8 @@ void gather(const Tensor& src, D* dst, const std::vector<int64_t>& dst_strides) 
 
 // Copies the buffer `src` (laid out by `src_strides`, shaped as `dst`) into the tensor `dst`.
 template <typename S>
-void scatter(const S* src, const std::vector<int64_t>& src_strides, const Tensor& dst) {
-  std::array<std::vector<int64_t>, 2> strides{dst.strides, src_strides};
+void scatter(const S* src, const Dims& src_strides, const Tensor& dst) {
+  std::array<Dims, 2> strides{dst.strides, src_strides};
   Loop<2> loop(dst.sizes, strides);
   const int64_t n = loop.numel();
   dispatch(dst.dtype, [&](auto tag) {

@@ -53,15 +53,24 @@ Tensor take(const DevxTensor* d) {
   t.strides.assign(d->strides, d->strides + d->ndim);
   t.host_scalar = d->device == DEVX_HOST_SCALAR;
   if (t.host_scalar) {
-    auto copy = std::shared_ptr<char[]>(new char[16]());
-    std::memcpy(copy.get(), d->data, itemsize(d->dtype));
-    t.data = copy.get();
-    t.host_copy = std::move(copy);
+    std::memcpy(t.host_value, d->data, itemsize(d->dtype));
+    t.data = t.host_value;
   }
   return t;
 }
 
-DevxStatus launch(DevxKernelContext* ctx, std::function<void()> work) {
+bool runs_now(DevxKernelContext* ctx) {
+  // Synchronous streams run everything now: no stream to find.
+  if (!Runtime::get().async()) return true;
+  std::shared_ptr<Stream> stream;
+  return Runtime::get().find_stream(ctx->stream, &stream) == DEVX_OK && stream->runs_now();
+}
+
+DevxStatus run_now(DevxKernelContext* ctx, void (*call)(void*), void* arg) {
+  return Stream::run_now(ctx->device, call, arg);
+}
+
+DevxStatus submit(DevxKernelContext* ctx, std::function<void()> work) {
   std::shared_ptr<Stream> stream;
   if (DevxStatus status = Runtime::get().find_stream(ctx->stream, &stream)) return status;
   return stream->submit(std::move(work));
@@ -75,8 +84,8 @@ DevxStatus invalid(const std::string& why) {
   return fail(DEVX_ERROR_INVALID, "cpu_sim kernel: " + why);
 }
 
-std::vector<int64_t> broadcast_strides(const Tensor& t, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s(shape.size(), 0);
+Dims broadcast_strides(const Tensor& t, const Dims& shape) {
+  Dims s(shape.size(), 0);
   const int offset = static_cast<int>(shape.size()) - t.ndim();
   for (int d = 0; d < t.ndim(); ++d) {
     if (t.sizes[d] != 1) s[d + offset] = t.strides[d];
@@ -171,13 +180,8 @@ int num_threads() {
   return Pool::get().size();
 }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
-  if (n <= 0) return;
+void parallel_for_on_pool(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
   const int threads = num_threads();
-  if (threads == 1 || n <= grain) {
-    body(0, n);
-    return;
-  }
   auto job = std::make_shared<Job>();
   job->body = body;
   job->n = n;

@@ -15,6 +15,7 @@
 
 #include "devx_kernels.h"
 #include "error.h"
+#include "kernels/small_vec.h"
 
 namespace devx::cpu_sim::kern {
 
@@ -176,13 +177,32 @@ T scalar_as(const DevxScalar* s) {
 
 // ---- tensors as queued work keeps them
 
+// Sizes or strides: up to 6 dimensions without a heap allocation.
+using Dims = SmallVec<int64_t, 6>;
+
 struct Tensor {
   char* data = nullptr;
   DevxDType dtype = DEVX_FLOAT32;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;  // elements
+  Dims sizes;
+  Dims strides;  // elements
   bool host_scalar = false;
-  std::shared_ptr<void> host_copy;  // a host scalar's value, copied when the kernel was called
+
+  Tensor() = default;
+  // A host scalar's data is its own copy of the value (host_value), which travels with it.
+  Tensor(const Tensor& other) { *this = other; }
+  Tensor& operator=(const Tensor& other) {
+    if (this == &other) return *this;
+    data = other.data;
+    dtype = other.dtype;
+    sizes = other.sizes;
+    strides = other.strides;
+    host_scalar = other.host_scalar;
+    if (host_scalar) {
+      std::memcpy(host_value, other.host_value, sizeof host_value);
+      data = host_value;
+    }
+    return *this;
+  }
 
   int ndim() const { return static_cast<int>(sizes.size()); }
   int64_t numel() const;
@@ -192,17 +212,35 @@ struct Tensor {
   int64_t stride(int d) const { return strides[static_cast<size_t>(d)]; }
   template <typename T>
   T* ptr() const { return reinterpret_cast<T*>(data); }
+
+  // A host scalar's value, copied when the kernel was called: the CPU tensor it lives in may be
+  // gone when the work runs.
+  alignas(16) char host_value[16] = {};
 };
 
-// A copy of `d` (NULL gives an empty Tensor: data == nullptr, sizes {0}). A host scalar's value is
-// copied too: the CPU tensor it lives in may be gone when the work runs.
+// A copy of `d` (NULL gives an empty Tensor: data == nullptr, sizes {0}), host scalar values included.
 Tensor take(const DevxTensor* d);
 
 // ---- issuing
 
+// Whether work launched on `ctx`'s stream runs now, on this thread: the streams are synchronous,
+// or this is the stream's own worker (a kernel called by work it runs).
+bool runs_now(DevxKernelContext* ctx);
+// Runs call(arg) as the stream would run work now: what it throws becomes DEVX_ERROR.
+DevxStatus run_now(DevxKernelContext* ctx, void (*call)(void*), void* arg);
+DevxStatus submit(DevxKernelContext* ctx, std::function<void()> work);
+
 // Queues `work` on the kernel's stream (run now by a synchronous stream). The kernel's arguments
-// must have been copied into `work`.
-DevxStatus launch(DevxKernelContext* ctx, std::function<void()> work);
+// must have been copied into `work`. Work run now is called where it is, never wrapped in a
+// std::function (a heap allocation for every small kernel).
+template <typename F>
+DevxStatus launch(DevxKernelContext* ctx, F&& work) {
+  if (runs_now(ctx)) {
+    return run_now(ctx, [](void* w) { (*static_cast<std::remove_reference_t<F>*>(w))(); },
+                   const_cast<void*>(static_cast<const void*>(&work)));
+  }
+  return submit(ctx, std::function<void()>(std::forward<F>(work)));
+}
 
 // Kernel-side errors and declines.
 DevxStatus decline(const std::string& why);
@@ -212,23 +250,34 @@ DevxStatus invalid(const std::string& why);
 
 // Runs body(begin, end) over [0, n) split into chunks of at least `grain`, on the kernel thread
 // pool (DEVX_SIM_THREADS threads, default: the machine's cores).
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
 int num_threads();
+void parallel_for_on_pool(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+template <typename F>
+void parallel_for(int64_t n, int64_t grain, const F& body) {
+  if (n <= 0) return;
+  // Called where it is when it runs on this thread alone: no std::function (a heap allocation
+  // for most bodies) for a small kernel.
+  if (n <= grain || num_threads() == 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+  parallel_for_on_pool(n, grain, body);
+}
 
 // ---- strided iteration
 
 // Broadcast strides of `t` against output shape `shape` (0 where t is broadcast).
-std::vector<int64_t> broadcast_strides(const Tensor& t, const std::vector<int64_t>& shape);
+Dims broadcast_strides(const Tensor& t, const Dims& shape);
 
 // Iterates a shape with N operands (strides in elements): calls
 // inner(offsets[N] of the first element of a row, n, inner_strides[N]) once per innermost row,
 // after merging dimensions that are contiguous with each other for every operand.
 template <size_t N>
 struct Loop {
-  std::vector<int64_t> shape;
-  std::vector<std::array<int64_t, N>> strides;  // per dim
+  Dims shape;
+  SmallVec<std::array<int64_t, N>, 4> strides;  // per dim
 
-  Loop(const std::vector<int64_t>& shape_, const std::array<std::vector<int64_t>, N>& operand_strides);
+  Loop(const Dims& shape_, const std::array<Dims, N>& operand_strides);
   int64_t numel() const;
   template <typename F>
   void run(int64_t begin, int64_t end, F&& inner) const;

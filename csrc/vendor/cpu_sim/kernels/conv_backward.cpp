@@ -11,10 +11,10 @@ DevxStatus bias_grad(DevxKernelContext* ctx, const Tensor& grad_output, const Te
   return launch(ctx, [go = grad_output, gb = grad_bias] {
     const int64_t channels = go.sizes[1];
     std::vector<double> sums(static_cast<size_t>(channels));
-    std::vector<int64_t> sizes = go.sizes, strides = go.strides;
+    Dims sizes = go.sizes, strides = go.strides;
     sizes.erase(sizes.begin() + 1);
     strides.erase(strides.begin() + 1);
-    std::array<std::vector<int64_t>, 1> loop_strides{strides};
+    std::array<Dims, 1> loop_strides{strides};
     const Loop<1> loop(sizes, loop_strides);
     const int64_t n = loop.numel();
     const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, n));

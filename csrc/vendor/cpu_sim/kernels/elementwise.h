@@ -73,7 +73,7 @@ DevxStatus elementwise(DevxKernelContext* ctx, const std::array<const DevxTensor
   Tensor o = take(out);
   std::array<Tensor, NIN> in;
   for (size_t k = 0; k < NIN; ++k) in[k] = take(ins[k]);
-  std::array<std::vector<int64_t>, NIN + 1> strides;
+  std::array<Dims, NIN + 1> strides;
   strides[0] = o.strides;
   for (size_t k = 0; k < NIN; ++k) strides[k + 1] = broadcast_strides(in[k], o.sizes);
   Loop<NIN + 1> loop(o.sizes, strides);

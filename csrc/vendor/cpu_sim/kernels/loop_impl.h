@@ -8,7 +8,7 @@
 namespace devx::cpu_sim::kern {
 
 template <size_t N>
-Loop<N>::Loop(const std::vector<int64_t>& shape_, const std::array<std::vector<int64_t>, N>& operand_strides) {
+Loop<N>::Loop(const Dims& shape_, const std::array<Dims, N>& operand_strides) {
   // Keep the dimensions of size > 1, then merge neighbours that are laid out as one for every
   // operand, so that a contiguous tensor is one row.
   for (size_t d = 0; d < shape_.size(); ++d) {

@@ -51,7 +51,7 @@ DevxStatus nll_forward(DevxKernelContext* ctx, const std::string& op, const Devx
   if (reduction != kNone && o.ndim() != 0) return invalid(op + ": a reduced output should be 0-dim");
   if (reduction < kNone || reduction > kSum) return invalid(op + ": unknown reduction");
   if (!is_integral(tg.dtype)) return decline(op + ": target dtype " + dtype_name(tg.dtype));
-  const std::vector<int64_t> out_strides = reduction == kNone ? o.strides : std::vector<int64_t>(tg.ndim());
+  const Dims out_strides = reduction == kNone ? o.strides : Dims(tg.ndim(), 0);
   const Loop<3> loop(tg.sizes, {tg.strides, layout.mapped, out_strides});
   return dispatch_in<kFloats>(x.dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
@@ -114,7 +114,7 @@ DevxStatus nll_backward(DevxKernelContext* ctx, const std::string& op, const Dev
   if (reduction == kNone && g.sizes != tg.sizes) return invalid(op + ": grad_output shape differs from the target's");
   if (reduction != kNone && g.numel() != 1) return invalid(op + ": expected a single grad_output");
   if (!is_integral(tg.dtype)) return decline(op + ": target dtype " + dtype_name(tg.dtype));
-  const std::vector<int64_t> grad_strides = reduction == kNone ? g.strides : std::vector<int64_t>(tg.ndim());
+  const Dims grad_strides = reduction == kNone ? g.strides : Dims(tg.ndim(), 0);
   const Loop<3> loop(tg.sizes, {tg.strides, layout.mapped, grad_strides});
   const Loop<1> all(gi.sizes, {gi.strides});
   return dispatch_in<kFloats>(gi.dtype, [&](auto tag) -> DevxStatus {
@@ -243,7 +243,7 @@ DevxStatus binary_cross_entropy_out(DevxKernelContext* ctx, const DevxTensor* se
   const Tensor x = take(self), y = take(target), w = take(weight), o = take(out);
   if (x.sizes != y.sizes) return invalid("binary_cross_entropy: input and target sizes differ");
   if (reduction == kNone && o.sizes != x.sizes) return invalid("binary_cross_entropy: output shape differs");
-  const std::vector<int64_t> zeros(x.sizes.size(), 0);
+  const Dims zeros(x.sizes.size(), 0);
   const Loop<4> loop(x.sizes, {reduction == kNone ? o.strides : zeros, x.strides, y.strides,
                                w.data ? broadcast_strides(w, x.sizes) : zeros});
   return dispatch_in<kFloats>(o.dtype, [&](auto tag) -> DevxStatus {

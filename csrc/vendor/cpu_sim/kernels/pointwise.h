@@ -56,9 +56,26 @@ struct Pointwise {
   // The work computing out, to be launched; left empty when out has no elements.
   template <typename F>
   static DevxStatus prepare(const Ins& ins, DevxTensor* out, F f, std::function<void()>* work) {
+    *work = nullptr;
+    return with_work(ins, out, std::move(f), [&](auto&& w) {
+      *work = std::move(w);
+      return DEVX_OK;
+    });
+  }
+
+  template <typename F>
+  static DevxStatus launch_on(DevxKernelContext* ctx, const Ins& ins, DevxTensor* out, F f) {
+    return with_work(ins, out, std::move(f), [&](auto&& w) { return launch(ctx, std::move(w)); });
+  }
+
+ private:
+  // Checks the operands and returns then(work computing out); DEVX_OK without calling `then`
+  // when out has no elements.
+  template <typename F, typename Then>
+  static DevxStatus with_work(const Ins& ins, DevxTensor* out, F f, Then then) {
     if (!out) return invalid("NULL output");
     std::array<Tensor, N> in;
-    std::array<std::vector<int64_t>, N + 1> strides;
+    std::array<Dims, N + 1> strides;
     Tensor o = take(out);
     strides[0] = o.strides;
     constexpr std::array<bool, N> complex_in = {is_complex_v<In>...};
@@ -71,20 +88,10 @@ struct Pointwise {
     }
     Loop<N + 1> loop(o.sizes, strides);
     const int64_t n = loop.numel();
-    *work = nullptr;
     if (n == 0) return DEVX_OK;
-    *work = [o, in, loop, n, f] { run(o, in, loop, n, f, std::make_index_sequence<N>{}); };
-    return DEVX_OK;
+    return then([o, in, loop, n, f] { run(o, in, loop, n, f, std::make_index_sequence<N>{}); });
   }
 
-  template <typename F>
-  static DevxStatus launch_on(DevxKernelContext* ctx, const Ins& ins, DevxTensor* out, F f) {
-    std::function<void()> work;
-    if (DevxStatus status = prepare(ins, out, std::move(f), &work)) return status;
-    return work ? launch(ctx, std::move(work)) : DEVX_OK;
-  }
-
- private:
   // A single value of another dtype (a Python number, a 0-dim tensor) converted to In once, so
   // that the typed loop serves `x * 0.5` too.
   template <typename V>

@@ -15,7 +15,7 @@ DevxStatus fold_out(DevxKernelContext* ctx, const std::string& op, const DevxTen
                     int64_t ndims, DevxTensor* out, Fold fold) {
   if (!self || !out) return invalid(op + ": NULL tensor");
   const Tensor in = take(self), o = take(out);
-  std::vector<bool> mask;
+  DimMask mask;
   if (std::string why = reduce_mask(in.ndim(), dims, ndims, &mask); !why.empty()) return invalid(op + ": " + why);
   std::string why;
   const Reduction<1> r = make_reduction<1>(in, mask, {&o}, &why);
@@ -85,7 +85,7 @@ DevxStatus logical_out(DevxKernelContext* ctx, const std::string& op, const Devx
                        DevxTensor* out, bool all) {
   if (!self || !out) return invalid(op + ": NULL tensor");
   const Tensor in = take(self), o = take(out);
-  std::vector<bool> mask;
+  DimMask mask;
   if (std::string why = reduce_mask(in.ndim(), dim, dim ? 1 : 0, &mask); !why.empty()) return invalid(op + ": " + why);
   std::string why;
   const Reduction<1> r = make_reduction<1>(in, mask, {&o}, &why);

@@ -29,7 +29,7 @@ constexpr M identity() {
 
 struct Prepared {
   Tensor in;
-  std::vector<bool> mask;
+  DimMask mask;
 };
 
 DevxStatus prepare(const std::string& op, const DevxTensor* self, const int64_t* dims, int64_t ndims, Prepared* p) {

@@ -44,7 +44,7 @@ DevxStatus var_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxInt
   const std::string op = Std ? "std" : "var";
   if (!self || !out) return invalid(op + ": NULL tensor");
   const Tensor in = take(self), o = take(out);
-  std::vector<bool> mask;
+  DimMask mask;
   if (std::string why = reduce_mask(in.ndim(), dim, &mask); !why.empty()) return invalid(op + ": " + why);
   std::string why;
   const Reduction<1> r = make_reduction<1>(in, mask, {&o}, &why);
@@ -167,7 +167,7 @@ DevxStatus norm_job(const std::string& op, const DevxTensor* self, const DevxSca
                     int64_t ndims, const DevxDType* dtype, const DevxTensor* out, std::function<void()>* job) {
   if (!self || !out) return invalid(op + ": NULL tensor");
   const Tensor in = take(self), o = take(out);
-  std::vector<bool> mask;
+  DimMask mask;
   if (std::string why = reduce_mask(in.ndim(), dims, ndims, &mask); !why.empty()) return invalid(op + ": " + why);
   std::string why;
   const Reduction<1> r = make_reduction<1>(in, mask, {&o}, &why);

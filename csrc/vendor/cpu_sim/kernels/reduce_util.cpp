@@ -11,7 +11,7 @@ bool wrap_dim(int64_t* dim, int ndim) {
   return true;
 }
 
-std::string reduce_mask(int ndim, const int64_t* dims, int64_t n, std::vector<bool>* mask) {
+std::string reduce_mask(int ndim, const int64_t* dims, int64_t n, DimMask* mask) {
   mask->assign(static_cast<size_t>(ndim), n == 0);
   for (int64_t i = 0; i < n; ++i) {
     int64_t d = dims[i];

@@ -63,10 +63,13 @@ inline void write_as(const Tensor& t, int64_t offset, T v) {
 // `dim` wrapped into [0, ndim) (a 0-dim tensor takes 0 and -1); false if out of range.
 bool wrap_dim(int64_t* dim, int ndim);
 
+// Which dimensions a reduction reduces.
+using DimMask = SmallVec<bool, 8>;
+
 // The reduced dimensions of an `ndim`-dim tensor: `dims` NULL or empty means all of them.
 // Returns an empty string, or why `dims` is invalid.
-std::string reduce_mask(int ndim, const int64_t* dims, int64_t n, std::vector<bool>* mask);
-inline std::string reduce_mask(int ndim, const DevxIntList* dims, std::vector<bool>* mask) {
+std::string reduce_mask(int ndim, const int64_t* dims, int64_t n, DimMask* mask);
+inline std::string reduce_mask(int ndim, const DevxIntList* dims, DimMask* mask) {
   return dims ? reduce_mask(ndim, dims->data, dims->len, mask) : reduce_mask(ndim, nullptr, 0, mask);
 }
 
@@ -84,11 +87,11 @@ struct Reduction {
 // Output k has either as many dimensions as `in` (keepdim) or the kept ones only; sizes that do
 // not fit give an error message in *why.
 template <size_t NO>
-Reduction<NO> make_reduction(const Tensor& in, const std::vector<bool>& mask, const std::array<const Tensor*, NO>& outs,
+Reduction<NO> make_reduction(const Tensor& in, const DimMask& mask, const std::array<const Tensor*, NO>& outs,
                              std::string* why) {
-  std::vector<int64_t> kept_shape, red_shape;
-  std::array<std::vector<int64_t>, NO + 1> kept_strides;
-  std::array<std::vector<int64_t>, 1> red_strides;
+  Dims kept_shape, red_shape;
+  std::array<Dims, NO + 1> kept_strides;
+  std::array<Dims, 1> red_strides;
   std::array<int, NO> next{};
   for (int d = 0; d < in.ndim(); ++d) {
     if (mask[d]) {
@@ -255,9 +258,8 @@ void for_each_element(const Loop<N>& loop, F f) {
 // The rows of `shape` along `dim`: row(offsets) is called with the offsets of each row's first
 // element in N operands laid out by `strides` (the rows are run in parallel).
 template <size_t N, typename F>
-void for_each_row(const std::vector<int64_t>& shape, int dim, const std::array<std::vector<int64_t>, N>& strides,
-                  F row) {
-  std::vector<int64_t> rows_shape = shape;
+void for_each_row(const Dims& shape, int dim, const std::array<Dims, N>& strides, F row) {
+  Dims rows_shape = shape;
   const int64_t len = rows_shape[dim];
   rows_shape[dim] = 1;
   const Loop<N> loop(rows_shape, strides);

@@ -54,10 +54,10 @@ enum class Reduce { kAssign, kAdd };
 // each walks `dim` in order: repeated indices of scatter_add sum in a fixed order. `o` holds
 // elements of type A, the sources of type T.
 template <typename A, typename T, Reduce R>
-void scatter_rows(const Tensor& o, const Tensor& ix, const Tensor* src, T value, const std::vector<int64_t>& outer,
+void scatter_rows(const Tensor& o, const Tensor& ix, const Tensor* src, T value, const Dims& outer,
                   int dim, BadIndex& bad) {
   using M = opmath_t<T>;
-  Loop<3> loop(outer, {o.strides, src ? src->strides : std::vector<int64_t>(outer.size(), 0), ix.strides});
+  Loop<3> loop(outer, {o.strides, src ? src->strides : Dims(outer.size(), 0), ix.strides});
   const int64_t k_len = ix.size(dim), k_ix = ix.stride(dim);
   const int64_t k_src = src ? src->stride(dim) : 0;
   const int64_t size = o.size(dim), stride = o.stride(dim);
@@ -102,7 +102,7 @@ DevxStatus scatter_common(DevxKernelContext* ctx, const char* op, const DevxTens
   const int d = static_cast<int>(dim);
   // One loop position per index position outside `dim`; scatter_rows walks `dim` itself. ATen
   // takes an empty index of any dtype and shape: then out is self.
-  std::vector<int64_t> outer = ix.numel() == 0 ? std::vector<int64_t>(o.ndim(), 0) : ix.sizes;
+  Dims outer = ix.numel() == 0 ? Dims(o.ndim(), 0) : ix.sizes;
   if (ix.numel() != 0) {
     if (!is_index_dtype(ix.dtype)) return decline(std::string(op) + ": index of dtype " + dtype_name(ix.dtype));
     if (source && src.dtype != o.dtype) return decline(std::string(op) + ": src dtype differs from self's");

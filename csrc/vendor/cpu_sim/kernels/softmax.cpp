@@ -33,7 +33,9 @@ void softmax_work(const Tensor& in, const Tensor& out, int dim) {
   for_each_row<2>(in.sizes, dim, {in.strides, out.strides}, [&](const std::array<int64_t, 2>& off) {
     const TI* x = in.ptr<const TI>() + off[0];
     TO* y = out.ptr<TO>() + off[1];
-    std::vector<M> buf(static_cast<size_t>(n));
+    // On the stack for rows of up to 256 elements.
+    SmallVec<M, 256> buf;
+    buf.resize(static_cast<size_t>(n));
     M max = -INFINITY;
     for (int64_t k = 0; k < n; ++k) {
       buf[k] = static_cast<M>(x[k * sx]);
