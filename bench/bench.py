@@ -1,6 +1,6 @@
 """devx against native CPU in the same run, on one thread: small ops, large ops, a train step.
 
-    python bench/bench.py [--quick] [--json out.json]
+    python bench/bench.py [--quick] [--small-only] [--json out.json]
 
 Every figure is a ratio devx time / CPU time (1.00 = as fast as native), the median over
 repeated timings. Small ops have 16 elements (what the backend's per-op overhead dominates),
@@ -46,6 +46,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--small-only", action="store_true",
+                        help="only the small ops (the per-op overhead), with their median")
     parser.add_argument("--train-step-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -57,11 +59,18 @@ def main() -> None:
 
     results: dict[str, dict[str, float]] = {}
     print(f"torch {torch.__version__}, devx vendor {torch_devx.vendor}, 1 thread; ratio = devx / cpu")
-    for label, numel in (("small", 16), ("large", 1 << 20)):
+    for label, numel in (("small", 16),) if args.small_only else (("small", 16), ("large", 1 << 20)):
         for name, op in OPS.items():
             r, c, d = ratio(op_maker(op, numel), repeats, min_time)
             results[f"{label}/{name}"] = {"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}
             print(f"  {label:5s} {name:10s} cpu {c * 1e6:9.2f} us  devx {d * 1e6:9.2f} us  ratio {r:5.2f}")
+    if args.small_only:
+        median = statistics.median(v["ratio"] for v in results.values())
+        print(f"summary: small_ops_median_ratio {median:.2f}")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"results": results, "summary": {"small_ops_median_ratio": median}}, fh, indent=2)
+        return
     r, c, d = ratio(step_maker, repeats, min_time * 2)
     results["model/train_step"] = {"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}
     print(f"  model train step  cpu {c * 1e3:7.2f} ms  devx {d * 1e3:7.2f} ms  ratio {r:5.2f}")

@@ -29,7 +29,7 @@ struct IndexPlan {
 
   // Strides into offsets() (contiguous over B), per result dim (0 outside B).
   std::vector<int64_t> offset_strides() const {
-    const std::vector<int64_t> c = contiguous_strides(bshape);
+    const Dims c = contiguous_strides(bshape);
     std::vector<int64_t> s(shape.size(), 0);
     for (size_t r = 0; r < shape.size(); ++r) {
       if (source_dim[r] < 0) s[r] = c[r - static_cast<size_t>(bpos)];
@@ -41,7 +41,7 @@ struct IndexPlan {
   // `sizes` and `strides`. Runs inside queued work: the indices are device memory.
   std::vector<int64_t> offsets(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) const {
     std::vector<int64_t> offs(static_cast<size_t>(numel_of(bshape)), 0);
-    const std::vector<int64_t> c = contiguous_strides(bshape);
+    const Dims c = contiguous_strides(bshape);
     for (size_t k = 0; k < index.size(); ++k) {
       const Tensor& ix = index[k];
       const int dim = dims[k];

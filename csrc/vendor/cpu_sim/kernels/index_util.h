@@ -57,8 +57,8 @@ inline bool same_view(const Tensor& a, const Tensor& b) {
   return a.data == b.data && a.dtype == b.dtype && a.sizes == b.sizes && a.strides == b.strides;
 }
 
-inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> s(sizes.size());
+inline Dims contiguous_strides(const Dims& sizes) {
+  Dims s(sizes.size(), 0);
   int64_t n = 1;
   for (size_t d = sizes.size(); d-- > 0;) {
     s[d] = n;
@@ -67,7 +67,7 @@ inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes
   return s;
 }
 
-inline int64_t numel_of(const std::vector<int64_t>& sizes) {
+inline int64_t numel_of(const Dims& sizes) {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;
   return n;

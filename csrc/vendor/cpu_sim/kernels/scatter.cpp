@@ -19,7 +19,7 @@ DevxStatus gather_out(DevxKernelContext* ctx, const DevxTensor* self, int64_t di
   if (!is_index_dtype(ix.dtype)) return decline(std::string("gather: index of dtype ") + dtype_name(ix.dtype));
   if (ix.ndim() != s.ndim() || o.sizes != ix.sizes) return invalid("gather: index and output shapes do not match");
   if (o.dtype != s.dtype) return decline("gather: output dtype differs from the input's");
-  std::vector<int64_t> src_strides = s.strides;
+  Dims src_strides = s.strides;
   src_strides[dim] = 0;
   Loop<3> loop(ix.sizes, {o.strides, src_strides, ix.strides});
   if (loop.numel() == 0) return DEVX_OK;

@@ -33,10 +33,19 @@ class SmallVec {
   SmallVec(const std::vector<T>& v) { assign(v.begin(), v.end()); }  // NOLINT
   operator std::vector<T>() const { return std::vector<T>(begin(), end()); }  // NOLINT
 
-  SmallVec(const SmallVec& other) { assign(other.begin(), other.end()); }
+  SmallVec(const SmallVec& other) { *this = other; }
   SmallVec(SmallVec&& other) noexcept { take_from(other); }
   SmallVec& operator=(const SmallVec& other) {
-    if (this != &other) assign(other.begin(), other.end());
+    if (this == &other) return *this;
+    if (other.size_ <= N) {
+      // The whole inline buffer, a copy of fixed size: tensors are copied into every queued
+      // work. (A heap buffer holds more than N, so N values can be read from either.)
+      release();
+      std::memcpy(inline_, other.data_, sizeof inline_);
+      size_ = other.size_;
+      return *this;
+    }
+    assign(other.begin(), other.end());
     return *this;
   }
   SmallVec& operator=(SmallVec&& other) noexcept {
@@ -148,7 +157,7 @@ class SmallVec {
   T* data_ = inline_;
   size_t size_ = 0;
   size_t capacity_ = N;
-  T inline_[N];
+  T inline_[N];  // not value-initialised: a SmallVec<float, 256> is a row buffer on the stack
 };
 
 }  // namespace devx::cpu_sim::kern
