@@ -36,7 +36,6 @@ class CMakeBuild(build_ext):
         ninja = shutil.which("ninja", path=bin_dir) or shutil.which("ninja")
         configure = [
             cmake, "-S", src_dir, "-B", build_dir,
-            f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
             f"-DPython3_EXECUTABLE={sys.executable}",
             f"-DDEVX_PACKAGE_DIR={pkg_dir}",
             f"-DCMAKE_BUILD_TYPE={os.environ.get('DEVX_BUILD_TYPE', 'Release')}",
