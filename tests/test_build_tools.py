@@ -59,7 +59,7 @@ def test_pass_counts_come_from_pytests_junit_xml(tmp_path):
         def test_b(): pass
         def test_c(): assert False
         def test_d(broken): pass
-        @pytest.mark.skip(reason="shown as skipped")
+        @pytest.mark.skip(reason="data for the counter: one skipped test")
         def test_e(): pass
     """))
     xml = tmp_path / "out.xml"
