@@ -5,6 +5,7 @@
 #include <frameobject.h>
 #include <pybind11/stl.h>
 
+#include "python/python_threads.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/env.h"
@@ -18,7 +19,7 @@ namespace {
 
 std::vector<PythonFrame> capture_python_frames() {
   std::vector<PythonFrame> out;
-  if (!Py_IsInitialized()) return out;
+  if (!python::may_read_python_frames()) return out;
   py::gil_scoped_acquire gil;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);

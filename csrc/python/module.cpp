@@ -19,6 +19,7 @@
 #include "aten/op_registry.h"
 #include "aten/vendor_call.h"
 #include "python/memory_bindings.h"
+#include "python/python_threads.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/env.h"
@@ -91,7 +92,7 @@ bool is_library_file(const std::string& file) {
 // "file.py:42" of the innermost frame of the user's code: where the user's program called the
 // op being diagnosed ("" when no frame is the user's).
 std::string python_location() {
-  if (!Py_IsInitialized()) return "";
+  if (!devx::python::may_read_python_frames()) return "";
   py::gil_scoped_acquire gil;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
@@ -110,7 +111,7 @@ std::string python_location() {
 }
 
 std::string python_stack() {
-  if (!Py_IsInitialized()) return "";
+  if (!devx::python::may_read_python_frames()) return "";
   py::gil_scoped_acquire gil;
   py::list frames = py::module_::import("traceback").attr("format_stack")();
   std::string out;
@@ -151,6 +152,8 @@ py::dict& overrides() {
 }
 
 void run_override(const std::string& op, const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  TORCH_CHECK(devx::python::may_call_python(), "devx: ", op,
+              " is overridden by a Python function, which cannot run while the interpreter shuts down");
   py::gil_scoped_acquire gil;
   const size_t nargs = handle.schema().arguments().size();
   py::tuple args(nargs);
@@ -339,6 +342,7 @@ PYBIND11_MODULE(_C, m) {
     auto* callback = new py::object(fn);  // leaked on purpose: may be called during teardown
     devx::diag::set_op_hook(
         [callback](const std::string& op, const std::vector<c10::IValue>& args, const std::vector<c10::IValue>& results) {
+          if (!devx::python::may_call_python()) return;
           py::gil_scoped_acquire gil;
           (*callback)(op, to_python_tuple(args), to_python_tuple(results));
         },
@@ -352,7 +356,7 @@ PYBIND11_MODULE(_C, m) {
     auto* callback = new py::object(fn);  // leaked on purpose: may be called during teardown
     devx::trace::set_runtime_hook(
         [callback](const std::string& kind, const std::string& call, const std::string& args, int status, double us) {
-          if (!Py_IsInitialized()) return;
+          if (!devx::python::may_call_python()) return;
           py::gil_scoped_acquire gil;
           try {
             (*callback)(kind, call, args, status, us);
