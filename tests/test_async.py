@@ -8,7 +8,11 @@ makes "not run yet" observable without timing.
 """
 from __future__ import annotations
 
-from conftest import assert_child_ok, run_python
+import subprocess
+import sys
+import textwrap
+
+from conftest import assert_child_ok, child_env, describe, run_python
 
 PRELUDE = """
 import threading
@@ -307,6 +311,30 @@ else:
 with torch.devx.stream(b):
     assert torch.ones(2, device="devx").sum().item() == 2   # reported: the streams work again
 """)
+
+
+def test_a_kernel_error_names_the_op_and_the_line_that_issued_it(tmp_path):
+    # Raised at a later, unrelated synchronisation: the message must lead back to the op's line,
+    # the innermost frame of the user's code, and carry no C++ backtrace of the stream's thread.
+    script = tmp_path / "model_step.py"
+    script.write_text(textwrap.dedent("""\
+        import torch, torch_devx
+        def step(x):
+            return x.max()
+        empty = torch.empty(0, device="devx")
+        m = step(empty)
+        y = torch.ones(3, device="devx") + 1
+        try:
+            y.sum().item()
+        except RuntimeError as e:
+            print("ERROR", e)
+        """))
+    proc = subprocess.run([sys.executable, str(script)], env=child_env(DEVX_SIM_ASYNC="1"), capture_output=True,
+                          text=True, timeout=120)
+    assert_child_ok(proc)
+    assert f"aten::max failed in its kernel (issued asynchronously at {script}:3): max(): " in proc.stdout, \
+        describe(proc)
+    assert "frame #" not in proc.stdout, describe(proc)
 
 
 FORK_CHILD = """

@@ -79,9 +79,62 @@ print(results)
     assert "['ok', 'ok', True, 'ok', 'ok']" in proc.stdout, describe(proc)
 
 
-@pytest.mark.parametrize("value", ["kernel:0.1", "malloc:2", "malloc:0", "memcpy:#0", "malloc", "malloc:x"])
+@pytest.mark.parametrize("value", ["kernels:0.1", "kernel:0.1", "malloc:2", "malloc:0", "memcpy:#0", "malloc", "malloc:x"])
 def test_bad_fault_settings_are_value_errors(value):
     proc = run_python("import torch_devx", DEVX_SIM_FAULTS=value)
     assert proc.returncode == 1, describe(proc)
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("ValueError") and "DEVX_SIM_FAULTS" in last and value in last, describe(proc)
+
+
+KERNEL_TRAINING = """
+import re
+import torch, torch.nn.functional as F
+import torch_devx
+
+def injected(n, rate=0.01, salt=2):
+    # cpu_sim's choice of the failing calls (faults.cpp): splitmix64 of the call's number.
+    mask = (1 << 64) - 1
+    z = (n * 0x9E3779B97F4A7C15 + salt) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    z ^= z >> 31
+    return (z >> 11) * 2.0 ** -53 < rate
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+model = model.to("devx")
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+data = [(torch.randn(32, 16).to("devx"), torch.randn(32, 4).to("devx")) for _ in range(4)]
+numbers, losses = [], []
+for step in range(200):
+    x, y = data[step % 4]
+    try:
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    except RuntimeError as e:
+        m = re.search(r"devx: vendor cpu_sim kernel (\\S+) \\(for \\S+\\) failed \\(DEVX_ERROR\\): "
+                      r"cpu_sim kernel: injected fault \\(call (\\d+), DEVX_SIM_FAULTS\\)", str(e))
+        assert m, str(e)
+        numbers.append(int(m.group(2)))
+assert len(numbers) > 5, numbers
+# Every call the setting made fail, up to the last one seen, reached Python, each once.
+assert sorted(numbers) == [n for n in range(1, max(numbers) + 1) if injected(n)], numbers
+assert len(losses) > 150 and all(l == l for l in losses), losses[-5:]
+del model, opt, data, x, y
+loss = None
+torch.devx.synchronize()
+torch.devx.empty_cache()
+assert torch.devx.memory_allocated() == 0 and torch.devx.memory_reserved() == 0
+print("consistent", len(numbers))
+"""
+
+
+@pytest.mark.parametrize("mode", ["0", "1"])
+def test_kernel_faults_surface_as_errors_naming_the_kernel(mode):
+    proc = run_python(KERNEL_TRAINING, DEVX_SIM_FAULTS="kernel:0.01", DEVX_SIM_KERNELS="own", DEVX_SIM_ASYNC=mode)
+    assert_child_ok(proc)
+    assert "consistent" in proc.stdout, describe(proc)

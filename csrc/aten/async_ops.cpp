@@ -9,6 +9,7 @@
 
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
@@ -18,6 +19,7 @@
 #include "profiler/device_activity.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
+#include "runtime/python_hooks.h"
 #include "runtime/stream.h"
 
 namespace devx::async {
@@ -359,14 +361,16 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
   // the copy, but some resize or compute differently from their functional form (smooth_l1_loss).
   const DevxStream stream = getCurrentDevxStream(device);
   launch_host_work(stream, [op, work = std::move(work), targets = std::move(targets),
-                            fresh_index = std::move(fresh_index), stream]() mutable {
+                            fresh_index = std::move(fresh_index), stream, site = python_site()]() mutable {
     WorkerScope scope(stream);
     try {
       op.redispatchBoxed(kDevxKeys, &work);
     } catch (const c10::Error& e) {
-      // Reported by a later synchronisation, far from the op: the message names it.
-      TORCH_CHECK(false, op.schema().operator_name(), " failed in its kernel (issued asynchronously): ",
-                  e.what_without_backtrace());
+      // Reported by a later synchronisation, far from the op: the message names the op and the
+      // line that issued it. Not a c10::Error, whose what() would carry this thread's backtrace.
+      std::string where = site.file ? " at " + site.str() : std::string();
+      throw std::runtime_error(c10::str(op.schema().operator_name(), " failed in its kernel (issued asynchronously",
+                                        where, "): ", e.what_without_backtrace()));
     }
     for (size_t k = 0; k < targets.size(); ++k) copy_result(targets[k], work[fresh_index[k]]);
   });

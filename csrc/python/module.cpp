@@ -2,6 +2,7 @@
 #include <chrono>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -89,25 +90,49 @@ bool is_library_file(const std::string& file) {
   return false;
 }
 
-// "file.py:42" of the innermost frame of the user's code: where the user's program called the
-// op being diagnosed ("" when no frame is the user's).
-std::string python_location() {
-  if (!devx::python::may_read_python_frames()) return "";
+// What python_site() knows of a code object: whether it is library code and its file name. The
+// cache holds a reference to each code object, so that a pointer is never reused by another, and is
+// read and written under the GIL only.
+struct CodeInfo {
+  bool library;
+  std::string file;
+};
+
+const CodeInfo& code_info(PyCodeObject* code) {
+  static auto* cache = new std::unordered_map<PyCodeObject*, CodeInfo>();  // leaked: used during teardown
+  auto it = cache->find(code);
+  if (it != cache->end()) return it->second;
+  std::string file = py::cast<std::string>(py::handle(code->co_filename));
+  const bool library = is_library_file(file);
+  Py_INCREF(code);
+  return cache->emplace(code, CodeInfo{library, std::move(file)}).first->second;
+}
+
+// The innermost frame of the user's code: where the user's program called the op being diagnosed
+// (no file when no frame is the user's). Cheap enough for every op issued asynchronously: a code
+// object's verdict and name are looked up once, and only the user's frame has its line computed.
+devx::PythonSite python_site() {
+  if (!devx::python::may_read_python_frames()) return {};
   py::gil_scoped_acquire gil;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
-  std::string found;
-  while (frame && found.empty()) {
+  devx::PythonSite site;
+  while (frame && site.file == nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    std::string file = py::cast<std::string>(py::handle(code->co_filename));
+    const CodeInfo& info = code_info(code);
     Py_DECREF(code);
-    if (!is_library_file(file)) found = file + ":" + std::to_string(PyFrame_GetLineNumber(frame));
+    if (!info.library) site = {&info.file, PyFrame_GetLineNumber(frame)};
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
   }
   Py_XDECREF(frame);
-  return found;
+  return site;
+}
+
+// "file.py:42" of python_site(), "" when no frame is the user's.
+std::string python_location() {
+  return python_site().str();
 }
 
 std::string python_stack() {
@@ -198,6 +223,7 @@ void init(const std::vector<std::string>& vendor_paths, bool requested) {
   devx::init_kernel_table();
   devx::register_long_tail();
   devx::set_python_hooks(&python_location, &python_stack);
+  devx::set_python_site_hook(&python_site);
   devx::trace::reload();
   devx::diag::set_override_runner(&run_override);
   devx::sanitizer::set_host_access_notifier(&schedule_host_access_report);

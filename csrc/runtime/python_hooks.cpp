@@ -1,5 +1,6 @@
 #include "runtime/python_hooks.h"
 
+#include <atomic>
 #include <mutex>
 
 namespace devx {
@@ -9,7 +10,17 @@ std::mutex g_mutex;
 std::function<std::string()> g_line;
 std::function<std::string()> g_stack;
 std::function<std::vector<PythonFrame>()> g_frames;
+std::atomic<PythonSite (*)()> g_site{nullptr};
 }  // namespace
+
+void set_python_site_hook(PythonSite (*site)()) {
+  g_site.store(site, std::memory_order_release);
+}
+
+PythonSite python_site() {
+  PythonSite (*site)() = g_site.load(std::memory_order_acquire);
+  return site ? site() : PythonSite{};
+}
 
 void set_python_hooks(std::function<std::string()> line, std::function<std::string()> stack) {
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -23,4 +23,15 @@ struct PythonFrame {
 void set_python_frames_hook(std::function<std::vector<PythonFrame>()> frames);
 std::vector<PythonFrame> python_frames();
 
+// The user's line as python_line() finds it, cheap enough to take for every op issued
+// asynchronously (which reports a failure far from that line): `file` points to a name the
+// provider keeps for the life of the process, so a site is copied freely and read on any thread.
+struct PythonSite {
+  const std::string* file = nullptr;
+  int line = 0;
+  std::string str() const { return file ? *file + ":" + std::to_string(line) : std::string(); }
+};
+void set_python_site_hook(PythonSite (*site)());
+PythonSite python_site();
+
 }  // namespace devx

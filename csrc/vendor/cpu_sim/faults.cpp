@@ -9,7 +9,8 @@
 namespace devx::cpu_sim {
 namespace {
 
-constexpr std::array<const char*, static_cast<size_t>(FaultCall::kCount)> kCallNames = {"malloc", "memcpy"};
+constexpr std::array<const char*, static_cast<size_t>(FaultCall::kCount)> kCallNames = {"malloc", "memcpy",
+                                                                                    "kernel"};
 
 std::array<std::atomic<uint64_t>, static_cast<size_t>(FaultCall::kCount)> g_calls{};
 
@@ -38,7 +39,7 @@ bool parse_faults(const std::string& spec, FaultRules* out, std::string* why) {
     size_t call = 0;
     while (call < kCallNames.size() && name != kCallNames[call]) ++call;
     if (colon == std::string::npos || call == kCallNames.size()) {
-      *why = "has '" + item + "'; use CALL:RATE or CALL:#N with CALL one of malloc, memcpy";
+      *why = "has '" + item + "'; use CALL:RATE or CALL:#N with CALL one of malloc, memcpy, kernel";
       return false;
     }
     const std::string value = item.substr(colon + 1);
@@ -61,6 +62,10 @@ bool parse_faults(const std::string& spec, FaultRules* out, std::string* why) {
   }
   *out = rules;
   return true;
+}
+
+bool faults_injected(FaultCall call) {
+  return Runtime::get().settings().faults[static_cast<size_t>(call)].active();
 }
 
 DevxStatus injected_fault(FaultCall call) {

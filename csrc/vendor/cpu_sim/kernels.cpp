@@ -29,7 +29,7 @@ std::vector<DevxVendorKernel>& offered() {
   static std::vector<DevxVendorKernel> table = [] {
     std::vector<DevxVendorKernel> t;
     size_t n = 1;
-    for (const DevxVendorKernel* k = kern::kernel_table(&never); k->op; ++k) ++n;
+    for (const DevxVendorKernel* k = kern::kernel_table(&never, false); k->op; ++k) ++n;
     t.reserve(n);
     t.push_back({nullptr, nullptr});
     return t;
@@ -47,7 +47,8 @@ void offer_own_kernels(bool on) {
   std::vector<DevxVendorKernel>& table = offered();
   table.clear();
   if (on) {
-    for (const DevxVendorKernel* k = kern::kernel_table(&faulty); k->op; ++k) table.push_back(*k);
+    const bool failing = faults_injected(FaultCall::kKernel);
+    for (const DevxVendorKernel* k = kern::kernel_table(&faulty, failing); k->op; ++k) table.push_back(*k);
   }
   table.push_back({nullptr, nullptr});
 }

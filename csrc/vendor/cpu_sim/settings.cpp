@@ -173,6 +173,11 @@ DevxStatus read_settings(Settings* out) {
   if (const char* raw = std::getenv("DEVX_SIM_FAULTS"); raw && !trim(raw).empty()) {
     std::string why;
     if (!parse_faults(std::string(trim(raw)), &settings.faults, &why)) return bad("DEVX_SIM_FAULTS", raw, why);
+    if (settings.faults[static_cast<size_t>(FaultCall::kKernel)].active() && settings.kernels == Settings::Kernels::kAten) {
+      return bad("DEVX_SIM_FAULTS", raw,
+                 "asks for kernel faults, but DEVX_SIM_KERNELS=aten (the default) runs ATen's kernels, not cpu_sim's; "
+                 "set DEVX_SIM_KERNELS=own or own-only");
+    }
   }
 
   *out = settings;

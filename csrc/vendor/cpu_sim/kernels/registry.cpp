@@ -17,6 +17,7 @@ struct Registered {
   const char* name;
   void* fn;
   void* faulty;
+  void* failing;
 };
 
 std::vector<Registered>& registry() {
@@ -26,14 +27,16 @@ std::vector<Registered>& registry() {
 
 }  // namespace
 
-void register_kernel(KernelId id, void* fn, void* faulty) {
-  registry().push_back({kNames[static_cast<int>(id)], fn, faulty});
+void register_kernel(KernelId id, void* fn, void* faulty, void* failing) {
+  registry().push_back({kNames[static_cast<int>(id)], fn, faulty, failing});
 }
 
-const DevxVendorKernel* kernel_table(bool (*faulty)(const char* name)) {
+const DevxVendorKernel* kernel_table(bool (*faulty)(const char* name), bool failing) {
   static std::vector<DevxVendorKernel> table;
   table.clear();
-  for (const Registered& r : registry()) table.push_back({r.name, faulty(r.name) ? r.faulty : r.fn});
+  for (const Registered& r : registry()) {
+    table.push_back({r.name, faulty(r.name) ? r.faulty : failing ? r.failing : r.fn});
+  }
   table.push_back({nullptr, nullptr});
   return table.data();
 }
