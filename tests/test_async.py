@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import assert_child_ok, child_env, describe, run_python
+from conftest import REPO, assert_child_ok, child_env, describe, run_python
 
 PRELUDE = """
 import threading
@@ -347,8 +347,11 @@ if pid == 0:
     try:
         assert torch.devx._is_in_bad_fork()
         if sys.argv[-1] == "touch":
+            # In-place ops too: with synchronous streams a CPU kernel would write the child's
+            # copy of the parent's memory without any runtime call that refuses.
             for use in (lambda: (x + 1).sum().item(), lambda: torch.ones(2, device="devx"),
-                        lambda: x.cpu(), torch.devx.synchronize):
+                        lambda: x.cpu(), torch.devx.synchronize, lambda: x.fill_(3), lambda: x.zero_(),
+                        lambda: x.add_(1)):
                 try:
                     use()
                     os._exit(3)
@@ -371,14 +374,9 @@ print("OK")
 
 
 def test_a_child_forked_after_devx_was_used_gets_the_fork_error_at_once():
-    import subprocess
-    import sys as _sys
-
-    from conftest import REPO, child_env
-
     for mode in ("1", "0"):
         for what in ("touch", "cpu_only"):
-            proc = subprocess.run([_sys.executable, "-c", "import torch, torch_devx\n" + FORK_CHILD, what],
+            proc = subprocess.run([sys.executable, "-c", "import torch, torch_devx\n" + FORK_CHILD, what],
                                   env=child_env(DEVX_SIM_ASYNC=mode), cwd=str(REPO), capture_output=True,
                                   text=True, timeout=120)
             assert proc.returncode == 0 and "OK" in proc.stdout, (mode, what, proc.stdout, proc.stderr)

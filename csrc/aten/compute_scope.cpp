@@ -15,6 +15,7 @@
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/exception.h"
+#include "runtime/fork.h"
 #include "runtime/generator.h"
 #include "runtime/memcpy.h"
 #include "runtime/sanitizer.h"
@@ -320,6 +321,9 @@ ComputeScope::ComputeScope()
       previous_route_(t_route_device) {
   TORCH_CHECK(g_compute_type >= 0, "devx: vendor '", vendor().name,
               "' runs no ATen kernels on its memory; this op needs a kernel of its own");
+  // Where the compute device is the CPU, a kernel writes devx memory without any runtime call
+  // that a forked child would refuse.
+  check_not_forked();
   g_compute_calls.fetch_add(1, std::memory_order_relaxed);
   if (g_compute_streams) {
     keep_compute_settings_supported();

@@ -10,6 +10,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/device.h"
+#include "runtime/fork.h"
 #include "runtime/generator.h"
 #include "runtime/log.h"
 #include "runtime/stream.h"
@@ -277,6 +278,8 @@ VendorCall::VendorCall(int op, int kernel)
   ctx_.resize_output = &ctx_resize_output;
   ctx_.philox_state = &ctx_philox_state;
   ctx_.core = this;
+  // A vendor's kernels are called directly, not through the runtime calls a forked child refuses.
+  check_not_forked();
 }
 
 VendorCall::~VendorCall() = default;
