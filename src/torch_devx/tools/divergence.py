@@ -258,7 +258,10 @@ class DivergenceFinder(TorchDispatchMode):
             folder = os.path.join(self.out_dir, f"{len(self.divergences):02d}_{re.sub(r'[^A-Za-z0-9_.]', '_', name)}")
             devices = {i: str(x.device if isinstance(x, torch.Tensor) else x) for i, x in enumerate(leaves) if _is_devx(x)}
             d.repro_dir = folder
-            d.repro_test = save_repro(folder, func, inputs, devices, self.tolerances, d)
+            from .. import diagnostics
+
+            d.repro_test = save_repro(folder, func, inputs, devices, self.tolerances, d,
+                                      override=diagnostics.kernel_override(name))
         self.divergences[name] = d
         if self._log:
             logger.warning("%s", d.describe())
