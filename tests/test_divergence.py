@@ -232,6 +232,43 @@ def test_clean_run_has_no_divergence(diag, tmp_path):
     assert not os.path.exists(tmp_path / "00_tanh")
 
 
+def test_a_run_that_diverges_without_a_wrong_op_names_the_first_module_that_differs(diag, tmp_path):
+    """Every op within its tolerance (here a loose one), the run still off: the shadow run names the
+    module whose output first differs."""
+    from torch_devx.tools import DivergenceFinder
+
+    diag.override_kernel("tanh", wrong_tanh)  # 5% off, within rtol 0.1
+    loose = {torch.float32: (0.1, 1e-5)}
+    with DivergenceFinder(out_dir=str(tmp_path), tolerances=loose) as finder:
+        train_step()
+    assert finder.first is None and finder.checked > 20
+    m = finder.module_divergence
+    assert m is not None and m.module == "act (Tanh)" and m.output == "output" and 0.01 < m.max_abs < 0.05
+    assert "within 1%" in m.detail and 0 < m.index < finder.checked
+    assert m.describe().startswith("no single op diverged from the CPU, but the run did: the output of module "
+                                   "act (Tanh) is the first to differ")
+    assert not os.listdir(tmp_path)  # no op to write a repro for
+    # With the kernel right, the shadow run agrees module by module.
+    diag.override_kernel("tanh", None)
+    with DivergenceFinder(out_dir=str(tmp_path), tolerances=loose) as finder:
+        train_step()
+        train_step()
+    assert finder.first is None and finder.module_divergence is None
+
+
+def test_cli_reports_a_run_that_diverges_without_a_wrong_op(diag, tmp_path, capsys):
+    from torch_devx.__main__ import main
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    (tmp_path / "kernels.py").write_text(WRONG_KERNEL)
+    assert main(["divergence", "--rtol", "0.1", "--out", str(tmp_path / "d"), str(script), "--corrupt"]) == 1
+    out = capsys.readouterr().out
+    assert "script finished" in out and "no op diverged from the CPU\n" not in out
+    assert "no single op diverged from the CPU, but the run did: the output of module 1 (Tanh)" in out
+    sys.modules.pop("kernels", None)  # the script's module, imported in this process
+
+
 SCRIPT = """
 import argparse
 import torch

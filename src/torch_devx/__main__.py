@@ -146,6 +146,9 @@ def divergence(args: argparse.Namespace) -> int:
                  "matched the CPU"), file=sys.stderr)
     if finder.first is not None:
         return EXIT_DIVERGED
+    if finder.module_divergence is not None:
+        print(finder.module_divergence.describe())
+        return EXIT_DIVERGED
     if finder.script_error is not None:
         return EXIT_SCRIPT_FAILED
     print("no op diverged from the CPU")
@@ -218,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     div = sub.add_parser("divergence", help="run a script with every devx op also run on the CPU; "
                                             "report the first op that differs, with a repro",
                          description="Run SCRIPT with every devx op also run on the CPU and compared. Exit "
-                                     "status: 0 no op diverged, 1 an op diverged (a repro is written under --out), "
+                                     "status: 0 no op diverged, 1 an op diverged (a repro is written under --out) or "
+                                     "no op did but a module's output differs from the CPU's shadow run, "
                                      "2 the script failed before any op diverged, or bad options.")
     div.add_argument("--out", default="divergence", help="repro folder (default: divergence)")
     div.add_argument("--keep-going", action="store_true", help="check the whole run; list every op that diverged")

@@ -31,7 +31,8 @@ from typing import Any, Optional
 
 import torch
 
-__all__ = ["ABS_TOLERANCES", "Metrics", "SEVERITY", "THRESHOLDS", "abs_tolerance", "compare_entries"]
+__all__ = ["ABS_TOLERANCES", "Metrics", "SEVERITY", "THRESHOLDS", "abs_tolerance", "compare_entries",
+           "compare_tensors"]
 
 SEVERITY = {"pass": 0, "warning": 1, "error": 2}
 
@@ -196,3 +197,9 @@ def compare_entries(a: dict[str, Any], b: dict[str, Any], data_a: Optional[torch
         return _data_metrics(data_a, data_b, dtype, "sample" if a.get("sampling") else "data",
                              abs_tolerance(dtype, atol))
     return _stats_metrics(a, b, dtype, abs_tolerance(dtype, atol) if _is_float(dtype) else 0.0)
+
+
+def compare_tensors(a: torch.Tensor, b: torch.Tensor, atol: Optional[float] = None) -> Metrics:
+    """Compare two CPU tensors of the same dtype and shape on their data."""
+    dtype = str(b.dtype).replace("torch.", "")
+    return _data_metrics(a, b, dtype, "data", abs_tolerance(dtype, atol))
