@@ -40,6 +40,21 @@ def wrong_tanh_backward(grad, y):
     return torch.ops.aten.mul.Tensor(grad, 1 - y * y) * 1.05
 
 
+def wrong_add_(self, other, alpha=1):
+    return torch.ops.aten.copy_.default(self, torch.ops.aten.add.Tensor(self, other, alpha=alpha) + 0.5)
+
+
+# The same overrides, fixed: a repro replays the override it names, so fixing the function fixes it.
+RIGHT = {"wrong_tanh": lambda t: torch.ops.aten.tanh.default(t.cpu()).to(t.device),
+         "wrong_tanh_backward": lambda grad, y: torch.ops.aten.mul.Tensor(grad, 1 - y * y),
+         "wrong_add_": lambda self, other, alpha=1: torch.ops.aten.copy_.default(
+             self, torch.ops.aten.add.Tensor(self, other, alpha=alpha))}
+
+
+def fix_override(monkeypatch, name: str) -> None:
+    monkeypatch.setattr(sys.modules[__name__], name, RIGHT[name])
+
+
 @pytest.fixture
 def diag(devx):
     yield devx.diagnostics
@@ -58,19 +73,13 @@ def train_step(device: str = "devx") -> float:
     return loss.item()
 
 
-# Wrong tanh kernels, as code for a child process: any fault makes a saved repro fail.
-PLANTED_TANH = "torch_devx.diagnostics.override_kernel('tanh', lambda t: torch.ops.aten.sigmoid(t) * 1.05)\n"
-PLANTED_TANH_BACKWARD = ("torch_devx.diagnostics.override_kernel("
-                         "'tanh_backward', lambda g, y: torch.ops.aten.mul.Tensor(g, y) * 1.05)\n")
-
-
-def pytest_without_and_with_faults(target, planted: str, cwd):
-    """Saved repros run by pytest (a file or a folder of them): in a process with the right
-    kernels, and in one where `planted` installed the faults first."""
-    with_faults = ("import sys, torch, torch_devx, pytest\n" + planted +
-                   f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {str(target)!r}]))\n")
+def pytest_as_saved_and_fixed(target, fix: str, cwd):
+    """Saved repros run by pytest (a file or a folder of them) in a fresh process, which installs no
+    override itself: as saved, and after `fix` (code run first) fixed the overrides they import."""
+    fixed = ("import sys, torch, torch_devx, pytest\n" + fix +
+             f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', {str(target)!r}]))\n")
     return run_commands([[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(target)],
-                         [sys.executable, "-c", with_faults]], cwd=str(cwd))
+                         [sys.executable, "-c", fixed]], cwd=str(cwd))
 
 
 def _import_repro(test_file: str):
@@ -80,7 +89,7 @@ def _import_repro(test_file: str):
     return [getattr(module, n) for n in dir(module) if n.startswith("test_")]
 
 
-def test_finds_the_corrupted_forward_op_with_module_line_and_repro(diag, tmp_path):
+def test_finds_the_corrupted_forward_op_with_module_line_and_repro(diag, tmp_path, monkeypatch):
     from torch_devx.tools import DivergenceError, DivergenceFinder
 
     diag.override_kernel("tanh", wrong_tanh)
@@ -100,11 +109,18 @@ def test_finds_the_corrupted_forward_op_with_module_line_and_repro(diag, tmp_pat
     (test,) = _import_repro(d.repro_test)
     with pytest.raises(AssertionError):  # the planted fault is still there
         test()
+    # The repro replays the kernel that ran, the override: removing it from this process changes
+    # nothing, and the override in place before the repro ran is back after it.
     diag.override_kernel("tanh", None)
-    test()  # the kernel is right again: the repro passes
+    with pytest.raises(AssertionError):
+        test()
+    assert diag.kernel_override("tanh") is None and "tanh" not in diag.overridden_kernels()
+    assert "kernel: the Python override test_divergence.wrong_tanh" in open(d.repro_test).read()
+    fix_override(monkeypatch, "wrong_tanh")
+    test()  # the override is right now: the repro passes
 
 
-def test_finds_a_corrupted_backward_op(diag, tmp_path):
+def test_finds_a_corrupted_backward_op(diag, tmp_path, monkeypatch):
     from torch_devx.tools import DivergenceFinder
 
     diag.override_kernel("tanh_backward", wrong_tanh_backward)
@@ -121,9 +137,10 @@ def test_finds_a_corrupted_backward_op(diag, tmp_path):
     backward_line = start + next(i for i, t in enumerate(lines) if "BACKWARD LINE" in t)
     assert d.location == f"{__file__}:{backward_line}"
     (test,) = _import_repro(d.repro_test)
+    diag.override_kernel("tanh_backward", None)
     with pytest.raises(AssertionError):
         test()
-    diag.override_kernel("tanh_backward", None)
+    fix_override(monkeypatch, "wrong_tanh_backward")
     test()
 
 
@@ -156,18 +173,18 @@ def test_keep_going_lists_each_wrong_op_once(diag, tmp_path):
     assert finder.divergences["tanh"].occurrences == 2
     assert sorted(os.listdir(tmp_path)) == ["00_tanh", "01_tanh_backward"]
     assert os.path.basename(finder.divergences["tanh_backward"].repro_test) == "test_repro_01_tanh_backward.py"
-    # One pytest run collects every repro of the folder: in a process with the right kernels they pass,
-    # in one with the faults planted they fail.
-    right, wrong = pytest_without_and_with_faults(tmp_path, PLANTED_TANH + PLANTED_TANH_BACKWARD, tmp_path)
-    assert right.returncode == 0 and "2 passed" in right.stdout, right.stdout + right.stderr
+    # One pytest run collects every repro of the folder. In a fresh process each imports the override
+    # that ran and fails; once the overrides are fixed they pass.
+    fix = ("sys.path.insert(0, %r)\nimport test_divergence as t\n"
+           "t.wrong_tanh, t.wrong_tanh_backward = t.RIGHT['wrong_tanh'], t.RIGHT['wrong_tanh_backward']\n"
+           % os.path.dirname(__file__))
+    wrong, right = pytest_as_saved_and_fixed(tmp_path, fix, tmp_path)
     assert wrong.returncode == 1 and "2 failed" in wrong.stdout, wrong.stdout + wrong.stderr
+    assert right.returncode == 0 and "2 passed" in right.stdout, right.stdout + right.stderr
 
 
-def test_in_place_op_repro_replays_the_inputs_before_the_write(diag, tmp_path):
+def test_in_place_op_repro_replays_the_inputs_before_the_write(diag, tmp_path, monkeypatch):
     from torch_devx.tools import DivergenceFinder
-
-    def wrong_add_(self, other, alpha=1):
-        return torch.ops.aten.copy_.default(self, torch.ops.aten.add.Tensor(self, other, alpha=alpha) + 0.5)
 
     diag.override_kernel("add_.Tensor", wrong_add_)
     a = torch.arange(4.0, device="devx")
@@ -184,8 +201,25 @@ def test_in_place_op_repro_replays_the_inputs_before_the_write(diag, tmp_path):
     (test,) = _import_repro(d.repro_test)
     with pytest.raises(AssertionError):
         test()
-    diag.override_kernel("add_.Tensor", None)
+    fix_override(monkeypatch, "wrong_add_")
     test()
+
+
+def test_an_override_the_repro_cannot_import_fails_it_with_the_reason(diag, tmp_path):
+    """A repro of an op whose kernel was a lambda cannot replay it: it fails, saying so, instead of
+    testing the built-in kernel (which would pass, as in a fresh process)."""
+    from torch_devx.tools import DivergenceFinder
+
+    diag.override_kernel("tanh", lambda t: (torch.ops.aten.sigmoid(t * 2) * 2 - 1) * 1.05)
+    with DivergenceFinder(out_dir=str(tmp_path), stop=False) as finder:
+        train_step()
+    diag.override_kernel("tanh", None)
+    (test,) = _import_repro(finder.first.repro_test)
+    with pytest.raises(pytest.fail.Exception, match=r"the devx kernel of tanh that diverged was a Python override, "
+                                                    r"a lambda \(.*test_divergence.py:\d+\), which this repro "
+                                                    r"cannot import"):
+        test()
+    assert "kernel: a Python override that cannot be imported" in open(finder.first.repro_test).read()
 
 
 def test_clean_run_has_no_divergence(diag, tmp_path):
@@ -198,6 +232,43 @@ def test_clean_run_has_no_divergence(diag, tmp_path):
     assert not os.path.exists(tmp_path / "00_tanh")
 
 
+def test_a_run_that_diverges_without_a_wrong_op_names_the_first_module_that_differs(diag, tmp_path):
+    """Every op within its tolerance (here a loose one), the run still off: the shadow run names the
+    module whose output first differs."""
+    from torch_devx.tools import DivergenceFinder
+
+    diag.override_kernel("tanh", wrong_tanh)  # 5% off, within rtol 0.1
+    loose = {torch.float32: (0.1, 1e-5)}
+    with DivergenceFinder(out_dir=str(tmp_path), tolerances=loose) as finder:
+        train_step()
+    assert finder.first is None and finder.checked > 20
+    m = finder.module_divergence
+    assert m is not None and m.module == "act (Tanh)" and m.output == "output" and 0.01 < m.max_abs < 0.05
+    assert "within 1%" in m.detail and 0 < m.index < finder.checked
+    assert m.describe().startswith("no single op diverged from the CPU, but the run did: the output of module "
+                                   "act (Tanh) is the first to differ")
+    assert not os.listdir(tmp_path)  # no op to write a repro for
+    # With the kernel right, the shadow run agrees module by module.
+    diag.override_kernel("tanh", None)
+    with DivergenceFinder(out_dir=str(tmp_path), tolerances=loose) as finder:
+        train_step()
+        train_step()
+    assert finder.first is None and finder.module_divergence is None
+
+
+def test_cli_reports_a_run_that_diverges_without_a_wrong_op(diag, tmp_path, capsys):
+    from torch_devx.__main__ import main
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    (tmp_path / "kernels.py").write_text(WRONG_KERNEL)
+    assert main(["divergence", "--rtol", "0.1", "--out", str(tmp_path / "d"), str(script), "--corrupt"]) == 1
+    out = capsys.readouterr().out
+    assert "script finished" in out and "no op diverged from the CPU\n" not in out
+    assert "no single op diverged from the CPU, but the run did: the output of module 1 (Tanh)" in out
+    sys.modules.pop("kernels", None)  # the script's module, imported in this process
+
+
 SCRIPT = """
 import argparse
 import torch
@@ -207,7 +278,8 @@ import torch_devx
 parser = argparse.ArgumentParser()
 parser.add_argument("--corrupt", action="store_true")
 if parser.parse_args().corrupt:
-    torch_devx.diagnostics.override_kernel("tanh", lambda t: (torch.ops.aten.sigmoid(t * 2) * 2 - 1) * 1.05)
+    from kernels import my_tanh  # a kernel prototyped in Python, next to the script
+    torch_devx.diagnostics.override_kernel("tanh", my_tanh)
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)).cuda()
 x = torch.randn(3, 4, device="cuda")
@@ -216,9 +288,13 @@ print("script finished")
 """
 
 
+WRONG_KERNEL = "import torch\ndef my_tanh(t):\n    return (torch.ops.aten.sigmoid(t * 2) * 2 - 1) * 1.05\n"
+
+
 def test_cli_names_the_op_and_writes_a_repro(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
+    (tmp_path / "kernels.py").write_text(WRONG_KERNEL)
     cli = [sys.executable, "-m", "torch_devx", "divergence"]
     clean, proc = run_commands([cli + ["--out", str(tmp_path / "clean"), str(script)],
                                 cli + ["--out", str(tmp_path / "div"), str(script), "--corrupt"]], cwd=str(tmp_path))
@@ -228,14 +304,20 @@ def test_cli_names_the_op_and_writes_a_repro(tmp_path):
     assert "script finished" not in proc.stdout  # stopped at the first divergence
     assert "first divergence: aten::tanh (forward), in module 1 (Tanh)" in proc.stdout
     assert (proc.stdout + proc.stderr).count("aten::tanh (forward)") == 1  # the report, once
-    assert f"at {script}:14: model(x).sum().backward()" in proc.stdout
+    assert f"at {script}:15: model(x).sum().backward()" in proc.stdout
     repro = tmp_path / "div" / "00_tanh" / "test_repro_00_tanh.py"
     assert repro.is_file() and (tmp_path / "div" / "00_tanh" / "inputs.pt").is_file()
-    # The saved repro is a unit test: it passes in a process whose tanh kernel is right, and fails in
-    # one where the fault is planted.
-    right, wrong = pytest_without_and_with_faults(repro, PLANTED_TANH, tmp_path)
-    assert right.returncode == 0 and "1 passed" in right.stdout, right.stdout + right.stderr
+    # The saved repro is a unit test of the kernel that ran, the override: run from anywhere, it fails
+    # while kernels.my_tanh is wrong, and passes once it is fixed.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (wrong,) = run_commands([[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(repro)]],
+                            cwd=str(elsewhere))
     assert wrong.returncode == 1 and "1 failed" in wrong.stdout, wrong.stdout + wrong.stderr
+    (tmp_path / "kernels.py").write_text(WRONG_KERNEL.replace(" * 1.05", ""))
+    (right,) = run_commands([[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(repro)]],
+                            cwd=str(elsewhere))
+    assert right.returncode == 0 and "1 passed" in right.stdout, right.stdout + right.stderr
 
 
 def test_cli_exit_status_tells_a_failing_script_from_a_divergence(tmp_path, capsys):

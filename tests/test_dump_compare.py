@@ -259,6 +259,115 @@ def test_clean_runs_agree(tools, tmp_path):
     assert counts["error"] == 0 and counts["warning"] == 0 and counts["unpaired"] == 0 and counts["pass"] > 20
 
 
+class TinyBert(nn.Module):
+    """A BERT-style encoder: embeddings, post-norm layers with separate query/key/value projections,
+    F.scaled_dot_product_attention, a GELU MLP and a classifier on the first token."""
+
+    def __init__(self, vocab: int = 64, dim: int = 32, heads: int = 4, layers: int = 2, ctx: int = 16) -> None:
+        super().__init__()
+        self.tok, self.pos, self.ln = nn.Embedding(vocab, dim), nn.Embedding(ctx, dim), nn.LayerNorm(dim)
+        self.layers = nn.ModuleList(nn.ModuleDict(dict(
+            query=nn.Linear(dim, dim), key=nn.Linear(dim, dim), value=nn.Linear(dim, dim), out=nn.Linear(dim, dim),
+            ln1=nn.LayerNorm(dim), fc=nn.Linear(dim, 4 * dim), fc2=nn.Linear(4 * dim, dim), ln2=nn.LayerNorm(dim)))
+            for _ in range(layers))
+        self.heads, self.cls = heads, nn.Linear(dim, 3)
+
+    def forward(self, tok):
+        b, t = tok.shape
+        x = self.ln(self.tok(tok) + self.pos(torch.arange(t, device=tok.device)))
+        for layer in self.layers:
+            q, k, v = (layer[n](x).view(b, t, self.heads, -1).transpose(1, 2) for n in ("query", "key", "value"))
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            x = layer["ln1"](x + layer["out"](y.transpose(1, 2).reshape(b, t, -1)))
+            x = layer["ln2"](x + layer["fc2"](torch.nn.functional.gelu(layer["fc"](x))))
+        return self.cls(x[:, 0])
+
+
+def run_bert(tools, device: str, out: str, attention: str = "default", **options) -> None:
+    """One SGD step of TinyBert. attention="math" makes SDPA take its decomposed math path, as a
+    reference run on a machine without the fused kernel does: the same results within rounding,
+    through other aten ops forward and backward."""
+    import contextlib
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    tools.seed_all(0)
+    model = TinyBert().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    tok = torch.randint(0, 64, (2, 16)).to(device)
+    with tools.Dumper(out, level="mix", **options), \
+            (sdpa_kernel(SDPBackend.MATH) if attention == "math" else contextlib.nullcontext()):
+        opt.zero_grad()
+        model(tok).square().sum().backward()
+        opt.step()
+
+
+@pytest.mark.parametrize("attention,mode", [("default", "full"), ("math", "full"), ("math", "stats")])
+def test_bert_on_devx_agrees_with_the_cpu(tools, tmp_path, attention, mode):
+    from torch_devx.tools._dump_reader import load_dump
+
+    run_bert(tools, "devx", str(tmp_path / "devx"), mode=mode)
+    run_bert(tools, "cpu", str(tmp_path / "cpu"), attention=attention, mode=mode)
+    result = tools.compare(str(tmp_path / "devx"), str(tmp_path / "cpu"))
+    bad = [(api.name_a, api.name_b, api.rule) for api in result.apis if api.paired and api.verdict != "pass"]
+    assert bad == [] and result.first_divergence is None
+    counts = result.counts()
+    assert counts["error"] == counts["warning"] == 0 and counts["pass"] > 300
+    # The forward calls all pair; what does not is backward work the two runs do with different ops.
+    unpaired = [api for api in result.apis if not api.paired]
+    assert unpaired and all(", in the backward of " in api.rule for api in unpaired)
+    if attention == "default":
+        # devx's fused attention is the CPU's flash kernel under another name (the overrideable op).
+        assert {api.name.split(".")[1] for api in unpaired} == {
+            "_scaled_dot_product_fused_attention_overrideable_backward",
+            "_scaled_dot_product_flash_attention_for_cpu_backward", "detach"}
+        return
+    # The key projections' bias gradients are mathematically zero (softmax ignores what is added to
+    # every score of a row): rounding noise on both sides, which only the absolute floor tells apart.
+    grad = next(t for api in result.apis if api.name == "Module.layers.0.key.Linear.0.backward"
+                for t in api.tensors)
+    assert grad.metrics.verdict == "pass"
+    a, b = load_dump(str(tmp_path / "devx")), load_dump(str(tmp_path / "cpu"))
+    # Backward records are paired only within the backward of paired forward calls, and with the
+    # same autograd node: never a fused kernel's op with one of the decomposition's.
+    partner = {na: nb for na, nb in ((api.name_a, api.name_b) for api in result.apis) if na and nb}
+    for api in result.apis:
+        if api.paired and a.records[api.name_a].get("origin"):
+            rec_a, rec_b = a.records[api.name_a], b.records[api.name_b]
+            assert partner[rec_a["origin"]] == rec_b["origin"] and rec_a["node"] == rec_b["node"]
+    fused = [api for api in result.apis if api.name_a and "fused_attention_overrideable_backward" in api.name_a]
+    assert len(fused) == 2 and not any(api.paired for api in fused)
+    assert all(api.rule.startswith("only in A, in the backward of torch.nn.functional.scaled_dot_product_attention.")
+               and "the two runs differentiate that call with different aten ops" in api.rule for api in fused)
+
+
+def test_an_absolute_floor_keeps_rounding_noise_from_being_an_error(tools, tmp_path, capsys):
+    """Two runs whose only difference is noise around zero (1e-12): a pass, on data and on statistics,
+    with the floor reported; --atol 0 takes the floor away."""
+    from torch_devx.__main__ import main
+
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        noise = (torch.randn(64) * 1e-12).to("devx")
+        for mode in ("full", "stats"):
+            with tools.Dumper(str(tmp_path / f"{mode}{seed}"), mode=mode, backward=False):
+                torch.neg(noise)
+    for mode, basis in (("full", "data"), ("stats", "stats")):
+        result = tools.compare(str(tmp_path / f"{mode}1"), str(tmp_path / f"{mode}2"), out_dir=str(tmp_path / mode))
+        (out,) = [t for t in result.apis[0].tensors if t.io == "output"]
+        assert result.basis == basis and out.metrics.verdict == "pass" and out.metrics.atol == 1e-5
+        assert "atol 1e-05" in out.metrics.rule
+        with open(result.files["csv"], newline="") as f:
+            assert {row["atol"] for row in csv.DictReader(f)} == {"1e-05"}
+        assert main(["compare", str(tmp_path / f"{mode}1"), str(tmp_path / f"{mode}2"), "--atol", "0"]) == 0
+        assert "0 pass, 0 warning, 1 error" in capsys.readouterr().out
+    # The floor is absolute: a difference above it is still judged on its relative error.
+    big = tools.compare(str(tmp_path / "full1"), str(tmp_path / "full2"), atol=1e-13)
+    assert big.counts()["error"] == 1 and "> atol 1e-13" in big.apis[0].rule
+    assert main(["compare", str(tmp_path / "full1"), str(tmp_path / "full2"), "--atol", "-1"]) == 2
+    assert "atol must be a number >= 0" in capsys.readouterr().err
+
+
 def wrong_foreach_add_(tensors, others, alpha=1):
     """A planted fault: the foreach update steps 50% too far."""
     for t, o in zip(tensors, others):

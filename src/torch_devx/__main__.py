@@ -5,7 +5,7 @@
                                               run a script with every API call dumped; each optimizer.step()
                                               ends a step (steps count from 0; a script without an
                                               optimizer is step 0)
-    compare DUMP_A DUMP_B [--out DIR] [--step N]
+    compare DUMP_A DUMP_B [--out DIR] [--step N] [--atol A]
                                               compare two dumps: summary, compare.csv/.html, ranking.csv
     parse DUMP RECORD [--step N]              one record's stack and statistics
     divergence [--out DIR] [--keep-going] [--ops REGEX,REGEX...] [--rtol R] [--atol A] script.py [args...]
@@ -91,7 +91,7 @@ def dump(args: argparse.Namespace) -> int:
 def compare(args: argparse.Namespace) -> int:
     from torch_devx.tools import compare as compare_dumps
 
-    result = compare_dumps(args.dump_a, args.dump_b, out_dir=args.out, step=args.step)
+    result = compare_dumps(args.dump_a, args.dump_b, out_dir=args.out, step=args.step, atol=args.atol)
     print(result.summary())
     for kind, path in result.files.items():
         print(f"{kind}: {path}")
@@ -145,6 +145,9 @@ def divergence(args: argparse.Namespace) -> int:
               + (" after the divergence above)" if finder.first is not None else "); its ops up to the failure "
                  "matched the CPU"), file=sys.stderr)
     if finder.first is not None:
+        return EXIT_DIVERGED
+    if finder.module_divergence is not None:
+        print(finder.module_divergence.describe())
         return EXIT_DIVERGED
     if finder.script_error is not None:
         return EXIT_SCRIPT_FAILED
@@ -204,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("dump_b", help="the dump folder of the reference run (usually the CPU or CUDA)")
     cmp_.add_argument("--out", help="folder for compare.csv, compare.html and ranking.csv")
     cmp_.add_argument("--step", type=int, help="step to compare (default: the first step both dumps hold)")
+    cmp_.add_argument("--atol", type=float, metavar="A",
+                      help="absolute floor of every floating verdict: elements within A of the reference agree "
+                           "whatever their relative error, so that a gradient that is mathematically zero "
+                           "(rounding noise on both sides) is not an error (default per dtype: float32, "
+                           "float16 and bfloat16 1e-5, float64 1e-7; each row of compare.csv gives the one used)")
 
     prs = sub.add_parser("parse", help="show one record of a dump: its stack and statistics")
     prs.add_argument("dump", help="the dump folder")
@@ -213,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     div = sub.add_parser("divergence", help="run a script with every devx op also run on the CPU; "
                                             "report the first op that differs, with a repro",
                          description="Run SCRIPT with every devx op also run on the CPU and compared. Exit "
-                                     "status: 0 no op diverged, 1 an op diverged (a repro is written under --out), "
+                                     "status: 0 no op diverged, 1 an op diverged (a repro is written under --out) or "
+                                     "no op did but a module's output differs from the CPU's shadow run, "
                                      "2 the script failed before any op diverged, or bad options.")
     div.add_argument("--out", default="divergence", help="repro folder (default: divergence)")
     div.add_argument("--keep-going", action="store_true", help="check the whole run; list every op that diverged")

@@ -147,11 +147,25 @@ def override_kernel(op: str, fn: Callable[..., Any] | None) -> None:
     if fn is not None:
         _check_op_name(op)
     _C._set_override(op, fn)
+    if fn is None:
+        _override_functions.pop(op, None)
+    else:
+        _override_functions[op] = fn
+
+
+# The functions override_kernel installed, by op name: the divergence finder writes repros that
+# replay the kernel that ran, and for an override that is this function.
+_override_functions: dict[str, Callable[..., Any]] = {}
 
 
 def overridden_kernels() -> list[str]:
     """The ops whose kernel override_kernel has replaced."""
     return list(_C._overridden_ops())
+
+
+def kernel_override(op: str) -> Callable[..., Any] | None:
+    """The Python function override_kernel installed for `op` ("add.Tensor", "relu"), or None."""
+    return _override_functions.get(op)
 
 
 def _check_op_name(op: str) -> None:

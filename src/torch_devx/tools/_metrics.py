@@ -7,12 +7,20 @@ elements near zero in a tensor of large values do not dominate. On statistics on
 differences of max, min, mean and norm, each divided by max(|statistic of B|, rms of B) (the mean of
 a tensor centred on zero is not a scale).
 
-Verdicts, first rule that fires wins (the rule is reported):
+Every verdict has an absolute floor `atol` (per dtype in ABS_TOLERANCES, the atol of autocompare and
+the divergence finder, or one value for all): an element is within r when |a - b| <= atol + r * |b|,
+a tensor whose every element is within atol of B passes whatever its cosine, and a statistic passes
+when it differs by at most atol (atol * sqrt(numel) for the norm). Without it a gradient that is
+mathematically zero (a key bias in attention: softmax ignores what is added to every score of a row)
+is rounding noise of 1e-12 on both sides, with a random cosine, and two runs whose algorithms round
+differently "disagree" on it.
+
+Verdicts, first rule that fires wins (the rule is reported, with the atol used):
   error    dtype or shape differ; nan or inf counts differ; integer/bool values differ;
            data: cosine < 0.99 or share within 1% < 0.9;  stats: a rel diff > 10 * stats_tol
   warning  data: cosine < pass_cosine or share within the dtype's band < pass_share;
            stats: a rel diff > stats_tol
-  pass     otherwise
+  pass     otherwise, or every |A - B| <= atol
 Per dtype: (band, pass_share, pass_cosine, stats_tol) in THRESHOLDS.
 """
 from __future__ import annotations
@@ -23,7 +31,8 @@ from typing import Any, Optional
 
 import torch
 
-__all__ = ["Metrics", "SEVERITY", "THRESHOLDS", "compare_entries"]
+__all__ = ["ABS_TOLERANCES", "Metrics", "SEVERITY", "THRESHOLDS", "abs_tolerance", "compare_entries",
+           "compare_tensors"]
 
 SEVERITY = {"pass": 0, "warning": 1, "error": 2}
 
@@ -36,6 +45,9 @@ THRESHOLDS: dict[str, tuple[str, float, float, float]] = {
     "bfloat16": ("1%", 0.99, 0.999, 1e-2),
 }
 _DEFAULT = THRESHOLDS["float32"]
+# dtype -> absolute floor: the atol of csrc/aten/autocompare.cpp's table (and the divergence finder's).
+ABS_TOLERANCES: dict[str, float] = {"float32": 1e-5, "complex64": 1e-5, "float16": 1e-5, "bfloat16": 1e-5}
+_OTHER_ABS_TOLERANCE = 1e-7  # float64, complex128
 _ERROR_COSINE, _ERROR_SHARE_1PCT, _STATS_ERROR_FACTOR = 0.99, 0.9, 10.0
 _FLOAT_EPS = {"float64": 2.2e-16, "float16": 9.8e-4, "bfloat16": 7.8e-3}
 
@@ -51,6 +63,7 @@ class Metrics:
     within_01: Optional[float] = None           # share of elements within 0.1%
     within_1: Optional[float] = None            # share of elements within 1%
     norm_rel: Optional[float] = None            # ||A - B|| / ||B||
+    atol: Optional[float] = None                # the absolute floor the verdict used
     stats_rel: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -69,7 +82,12 @@ def _is_float(dtype: str) -> bool:
     return dtype.startswith(("float", "complex", "bfloat"))
 
 
-def _data_metrics(a: torch.Tensor, b: torch.Tensor, dtype: str, basis: str) -> Metrics:
+def abs_tolerance(dtype: str, atol: Optional[float] = None) -> float:
+    """The absolute floor for a floating dtype ("float32"): `atol` when given, else ABS_TOLERANCES'."""
+    return atol if atol is not None else ABS_TOLERANCES.get(dtype, _OTHER_ABS_TOLERANCE)
+
+
+def _data_metrics(a: torch.Tensor, b: torch.Tensor, dtype: str, basis: str, atol: float) -> Metrics:
     if a.is_complex():
         a, b = torch.view_as_real(a), torch.view_as_real(b)
     a64, b64 = a.reshape(-1).double(), b.reshape(-1).double()
@@ -99,51 +117,65 @@ def _data_metrics(a: torch.Tensor, b: torch.Tensor, dtype: str, basis: str) -> M
     n_diff = float(diff.norm())
     norm_rel = n_diff / nb if nb > 0.0 else (0.0 if n_diff == 0.0 else math.inf)
     m = Metrics(basis, "pass", "", cosine=cosine, max_abs=float(diff.max()), max_rel=float(rel.max()),
-                within_01=float((rel <= 1e-3).double().mean()), within_1=float((rel <= 1e-2).double().mean()),
-                norm_rel=norm_rel)
+                within_01=float((diff <= atol + 1e-3 * scale).double().mean()),
+                within_1=float((diff <= atol + 1e-2 * scale).double().mean()), norm_rel=norm_rel, atol=atol)
     band, pass_share, pass_cosine, _ = THRESHOLDS.get(dtype, _DEFAULT)
     share = m.within_01 if band == "0.1%" else m.within_1
     prefix = "sampled " if basis == "sample" else ""
-    if cosine < _ERROR_COSINE:
-        m.verdict, m.rule = "error", f"{prefix}cosine {cosine:.6f} < {_ERROR_COSINE}"
+    floor_note = f" + atol {atol:g}"
+    beyond_floor = f"max |A-B| {m.max_abs:.3g} > atol {atol:g}"
+    if m.max_abs <= atol:
+        m.rule = f"{prefix}every |A-B| <= atol {atol:g} ({dtype})"
+    elif cosine < _ERROR_COSINE:
+        m.verdict, m.rule = "error", f"{prefix}cosine {cosine:.6f} < {_ERROR_COSINE} ({beyond_floor})"
     elif m.within_1 < _ERROR_SHARE_1PCT:
-        m.verdict, m.rule = "error", f"{prefix}within 1%: {m.within_1:.4f} < {_ERROR_SHARE_1PCT}"
+        m.verdict, m.rule = "error", f"{prefix}within 1%{floor_note}: {m.within_1:.4f} < {_ERROR_SHARE_1PCT}"
     elif cosine < pass_cosine:
-        m.verdict, m.rule = "warning", f"{prefix}cosine {cosine:.6f} < {pass_cosine} ({dtype})"
+        m.verdict, m.rule = "warning", f"{prefix}cosine {cosine:.6f} < {pass_cosine} ({dtype}, {beyond_floor})"
     elif share < pass_share:
-        m.verdict, m.rule = "warning", f"{prefix}within {band}: {share:.4f} < {pass_share} ({dtype})"
+        m.verdict, m.rule = "warning", f"{prefix}within {band}{floor_note}: {share:.4f} < {pass_share} ({dtype})"
     else:
-        m.rule = f"{prefix}cosine >= {pass_cosine} and {pass_share:.1%} within {band} ({dtype})"
+        m.rule = f"{prefix}cosine >= {pass_cosine} and {pass_share:.1%} within {band}{floor_note} ({dtype})"
     return m
 
 
-def _stats_metrics(a: dict[str, Any], b: dict[str, Any], dtype: str) -> Metrics:
+def _stats_metrics(a: dict[str, Any], b: dict[str, Any], dtype: str, atol: float) -> Metrics:
     numel = math.prod(b.get("shape") or [1]) or 1
     rms = abs(b.get("norm") or 0.0) / math.sqrt(numel)
     rel: dict[str, float] = {}
+    beyond: dict[str, float] = {}  # the rel diffs of the statistics that differ by more than the floor
     for key in ("max", "min", "mean", "norm"):
         x, y = a.get(key), b.get(key)
         if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
             continue
         denominator = max(abs(y), rms)
         rel[key] = 0.0 if x == y else (abs(x - y) / denominator if denominator > 0 else math.inf)
+        # Elements each within atol move the norm by at most atol * sqrt(numel).
+        if abs(x - y) > atol * (math.sqrt(numel) if key == "norm" else 1.0):
+            beyond[key] = rel[key]
     tol = THRESHOLDS.get(dtype, _DEFAULT)[3] if _is_float(dtype) else 0.0
-    m = Metrics("stats", "pass", f"statistics only: rel diffs <= {tol:g}", stats_rel=rel)
+    m = Metrics("stats", "pass", f"statistics only: rel diffs <= {tol:g} or |diffs| <= atol {atol:g}",
+                stats_rel=rel, atol=atol)
     if not rel:
         m.rule = "statistics only: nothing comparable"
         return m
-    worst = max(rel, key=lambda k: rel[k])
-    if rel[worst] > tol * _STATS_ERROR_FACTOR:
+    if not beyond:
+        return m
+    worst = max(beyond, key=lambda k: beyond[k])
+    if beyond[worst] > tol * _STATS_ERROR_FACTOR:
         m.verdict = "error"
-        m.rule = f"statistics only: {worst} rel diff {rel[worst]:.3g} > {tol * _STATS_ERROR_FACTOR:g}"
-    elif rel[worst] > tol:
-        m.verdict, m.rule = "warning", f"statistics only: {worst} rel diff {rel[worst]:.3g} > {tol:g}"
+        m.rule = (f"statistics only: {worst} rel diff {beyond[worst]:.3g} > {tol * _STATS_ERROR_FACTOR:g} "
+                  f"(beyond atol {atol:g})")
+    elif beyond[worst] > tol:
+        m.verdict = "warning"
+        m.rule = f"statistics only: {worst} rel diff {beyond[worst]:.3g} > {tol:g} (beyond atol {atol:g})"
     return m
 
 
 def compare_entries(a: dict[str, Any], b: dict[str, Any], data_a: Optional[torch.Tensor],
-                    data_b: Optional[torch.Tensor]) -> Metrics:
-    """Compare two argument summaries (see _summary.py) with their saved data when both have it."""
+                    data_b: Optional[torch.Tensor], atol: Optional[float] = None) -> Metrics:
+    """Compare two argument summaries (see _summary.py) with their saved data when both have it;
+    `atol` replaces every floating dtype's absolute floor (ABS_TOLERANCES)."""
     if a.get("type") != "tensor" or b.get("type") != "tensor":
         if a.get("type") != b.get("type"):
             return Metrics("none", "error", f"kinds differ: {a.get('type')} vs {b.get('type')}")
@@ -162,5 +194,12 @@ def compare_entries(a: dict[str, Any], b: dict[str, Any], data_a: Optional[torch
         return Metrics("none", "pass", "empty tensor" if 0 in (b.get("shape") or []) else "no statistics")
     if data_a is not None and data_b is not None and data_a.shape == data_b.shape \
             and a.get("sampling") == b.get("sampling"):
-        return _data_metrics(data_a, data_b, dtype, "sample" if a.get("sampling") else "data")
-    return _stats_metrics(a, b, dtype)
+        return _data_metrics(data_a, data_b, dtype, "sample" if a.get("sampling") else "data",
+                             abs_tolerance(dtype, atol))
+    return _stats_metrics(a, b, dtype, abs_tolerance(dtype, atol) if _is_float(dtype) else 0.0)
+
+
+def compare_tensors(a: torch.Tensor, b: torch.Tensor, atol: Optional[float] = None) -> Metrics:
+    """Compare two CPU tensors of the same dtype and shape on their data."""
+    dtype = str(b.dtype).replace("torch.", "")
+    return _data_metrics(a, b, dtype, "data", abs_tolerance(dtype, atol))

@@ -5,7 +5,9 @@ Autograd numbers the nodes it creates, per thread (`Node._sequence_nr()`), and t
 node will get can be read (`torch._C._autograd._get_sequence_nr()`). A TorchDispatchMode sees each
 forward op after autograd made that op's node, so the numbers taken since the previous op belong to
 this op: `note()`, called for every forward op, keeps (module, file, line) for them. In the backward
-pass `lookup(node)` finds the entry holding the node's number. Nodes made by a custom
+pass `lookup(node)` finds the entry holding the node's number. The dumper also keeps the name of the
+record that was open (the API call, or the module, being recorded), so that compare can pair a
+backward op with the backward of the same call in the other run. Nodes made by a custom
 autograd.Function (after its forward ran) go to the next op; those made before start(), on another
 thread, or while differentiating the backward pass (create_graph) are not known.
 """
@@ -29,6 +31,7 @@ class Origin:
     module: str        # "act (GELU)", or "" outside modules
     filename: str
     lineno: int
+    record: str = ""   # the dump record open when the node was made ("torch.tanh.3.forward")
 
     @property
     def location(self) -> str:
@@ -59,15 +62,15 @@ class ForwardOrigins:
         self._origins.clear()
         self._interned.clear()
 
-    def note(self, module: str) -> None:
+    def note(self, module: str, record: str = "") -> None:
         """Called for each forward op, from its __torch_dispatch__, on the thread being followed."""
         end = torch._C._autograd._get_sequence_nr()
         last = self._ends[-1] if self._ends else self._floor
         if end <= last:
             return  # the op made no node
         frame = user_frame(sys._getframe(1))
-        origin = Origin(module, frame.f_code.co_filename, frame.f_lineno) if frame is not None \
-            else Origin(module, "", 0)
+        origin = Origin(module, frame.f_code.co_filename, frame.f_lineno, record) if frame is not None \
+            else Origin(module, "", 0, record)
         self._ends.append(end)
         self._origins.append(self._interned.setdefault(origin, origin))
         if len(self._ends) > self.limit:

@@ -12,7 +12,7 @@ from .compare import ApiComparison, CompareResult, TensorComparison
 __all__ = ["CSV_COLUMNS", "write_reports"]
 
 CSV_COLUMNS = ["api_a", "api_b", "kind", "io", "tensor", "dtype_a", "dtype_b", "shape_a", "shape_b",
-               "cosine", "max_abs_err", "max_rel_err", "within_0.1%", "within_1%", "norm_rel_err",
+               "cosine", "max_abs_err", "max_rel_err", "within_0.1%", "within_1%", "norm_rel_err", "atol",
                "max_a", "max_b", "min_a", "min_b", "mean_a", "mean_b", "norm_a", "norm_b",
                "nan_a", "nan_b", "inf_a", "inf_b", "basis", "verdict", "rule", "api_verdict", "api_rule"]
 _STAT_KEYS = ("max", "min", "mean", "norm", "nan", "inf")
@@ -51,6 +51,7 @@ def _tensor_row(api: ApiComparison, t: Optional[TensorComparison]) -> dict[str, 
                 "shape_a": _fmt(t.a.get("shape")), "shape_b": _fmt(t.b.get("shape")),
                 "cosine": _fmt(m.cosine), "max_abs_err": _fmt(m.max_abs), "max_rel_err": _fmt(m.max_rel),
                 "within_0.1%": _fmt(m.within_01), "within_1%": _fmt(m.within_1), "norm_rel_err": _fmt(m.norm_rel),
+                "atol": _fmt(m.atol),
                 "basis": m.basis, "verdict": m.verdict, "rule": m.rule})
     for key in _STAT_KEYS:
         row[f"{key}_a"], row[f"{key}_b"] = _fmt(t.a.get(key)), _fmt(t.b.get(key))
@@ -113,7 +114,7 @@ def _html(result: CompareResult) -> str:
                          f"<td class='v'>{esc(api.verdict)}</td>{_cell(api.rule)}</tr>")
         parts.append("</table>")
     columns = ["api", "io", "tensor", "dtype", "shape", "cosine", "max abs err", "max rel err", "within 0.1%",
-               "within 1%", "||A-B||/||B||", "norm A", "norm B", "verdict", "rule"]
+               "within 1%", "||A-B||/||B||", "atol", "norm A", "norm B", "verdict", "rule"]
     parts.append("<h2>APIs</h2><table id='apis'><tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>")
     for api in result.apis:
         label = api.name if api.paired else f"{api.name} (only in {'A' if api.name_a else 'B'})"
@@ -126,7 +127,7 @@ def _html(result: CompareResult) -> str:
             m = t.metrics
             parts.append(f"<tr class='{m.verdict}'>{_cell(label)}{_cell(t.io)}{_cell(t.label)}"
                          f"{_cell(t.a.get('dtype'))}{_cell(t.a.get('shape'))}{_cell(m.cosine)}{_cell(m.max_abs)}"
-                         f"{_cell(m.max_rel)}{_cell(m.within_01)}{_cell(m.within_1)}{_cell(m.norm_rel)}"
+                         f"{_cell(m.max_rel)}{_cell(m.within_01)}{_cell(m.within_1)}{_cell(m.norm_rel)}{_cell(m.atol)}"
                          f"{_cell(t.a.get('norm'))}{_cell(t.b.get('norm'))}<td class='v'>{esc(m.verdict)}</td>"
                          f"{_cell(m.rule)}</tr>")
     parts.append("</table></body></html>")

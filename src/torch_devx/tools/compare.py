@@ -5,9 +5,15 @@
     print(result.summary())
     print(parse("dump_devx", "torch.tanh.0.forward"))
 
-Pairing: records are matched by the sequence of their API names and directions (difflib), so an
-extra or missing call on one side (a `.cuda()` only the device script makes) leaves the rest paired;
-unpaired records are listed as "only in A/B". An optimizer step is one record on both sides (see
+Pairing follows the structure of the run, then the sequence of API names and directions (difflib):
+the runs of records made in one module call are aligned by module, the records inside them by API,
+and a backward aten op (whose record names its "origin", the forward call that made its autograd
+node) only with a backward op of the forward call paired with its origin. So an extra or missing
+call on one side (a `.cuda()` only the device script makes) leaves the rest paired, and where the two
+runs compute a call differently (a fused attention kernel and its backward on one side, the
+decomposed ops on the other) those records stay unpaired instead of being compared with the ops of
+another call. Unpaired records are listed as "only in A/B", with the call whose backward they are
+part of. An optimizer step is one record on both sides (see
 dump.py), so a run whose optimizer uses foreach ops (devx's default) and one that loops over the
 parameters (the CPU's) pair on that record; the API calls inside the two steps are listed as "only
 in A/B" with a rule naming the step, and do not shift the pairing of the rest. Each tensor of a pair
@@ -105,22 +111,103 @@ class CompareResult:
 
 
 def _sequence_key(record: dict[str, Any]) -> str:
-    return f"{record.get('api')}:{record.get('direction')}"
+    """What two paired records share: the API, the direction and, for a backward aten op, the autograd
+    node running it (a fused kernel's backward and a decomposition's may issue the same op)."""
+    return f"{record.get('api')}:{record.get('direction')}:{record.get('node') or ''}"
+
+
+def _scope(record: dict[str, Any]) -> tuple[str, str]:
+    """Where a record was made: the optimizer step and the module running it."""
+    return record.get("optimizer") or "", record.get("module") or ""
+
+
+def _segments(dump: Dump, names: list[str]) -> list[list[str]]:
+    """`names` cut into runs of consecutive records made in the same scope: one module call's APIs."""
+    out: list[list[str]] = []
+    for name in names:
+        if out and _scope(dump.records[out[-1][-1]]) == _scope(dump.records[name]):
+            out[-1].append(name)
+        else:
+            out.append([name])
+    return out
+
+
+def _align(a: Dump, b: Dump, names_a: list[str], names_b: list[str], pairs: dict[str, str]) -> None:
+    """Pair records of the two lists with the same API and direction, keeping the order (difflib)."""
+    keys_a = [_sequence_key(a.records[n]) for n in names_a]
+    keys_b = [_sequence_key(b.records[n]) for n in names_b]
+    for block in difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False).get_matching_blocks():
+        pairs.update(zip(names_a[block.a:block.a + block.size], names_b[block.b:block.b + block.size]))
 
 
 def _pairs(a: Dump, b: Dump) -> list[tuple[Optional[str], Optional[str]]]:
-    names_a, names_b = list(a.records), list(b.records)
-    keys_a = [_sequence_key(a.records[n]) for n in names_a]
-    keys_b = [_sequence_key(b.records[n]) for n in names_b]
-    out: list[tuple[Optional[str], Optional[str]]] = []
-    matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            out += list(zip(names_a[i1:i2], names_b[j1:j2]))
-            continue
-        out += [(n, None) for n in names_a[i1:i2]]
-        out += [(None, n) for n in names_b[j1:j2]]
-    return out
+    """Pairs of record names in call order; None on the side that lacks the record.
+
+    The records are paired by the structure of the run, then by their sequence: first the runs of
+    records made in one module call (or optimizer step) are aligned by their scope, and the records
+    inside two aligned runs by their API names; then the backward aten ops that name their origin
+    (the forward call that made their autograd node) are paired only with backward ops of the
+    forward call paired with that origin. So when the two runs compute something differently (a fused
+    attention kernel on one side, its decomposition on the other), the records of that computation
+    stay unpaired rather than being compared with the ops of another call."""
+    backward_a = {n for n, r in a.records.items() if r.get("origin") in a.records}
+    backward_b = {n for n, r in b.records.items() if r.get("origin") in b.records}
+    rest_a = [n for n in a.records if n not in backward_a]
+    rest_b = [n for n in b.records if n not in backward_b]
+    pairs: dict[str, str] = {}
+    seg_a, seg_b = _segments(a, rest_a), _segments(b, rest_b)
+    scopes_a = [_scope(a.records[s[0]]) for s in seg_a]
+    scopes_b = [_scope(b.records[s[0]]) for s in seg_b]
+    for block in difflib.SequenceMatcher(None, scopes_a, scopes_b, autojunk=False).get_matching_blocks():
+        for i in range(block.size):
+            _align(a, b, seg_a[block.a + i], seg_b[block.b + i], pairs)
+    by_origin_b: dict[str, list[str]] = {}
+    for n in b.records:
+        if n in backward_b:
+            by_origin_b.setdefault(b.records[n]["origin"], []).append(n)
+    by_origin_a: dict[str, list[str]] = {}
+    for n in a.records:
+        if n in backward_a:
+            by_origin_a.setdefault(a.records[n]["origin"], []).append(n)
+    for origin_a, names_a in by_origin_a.items():
+        origin_b = pairs.get(origin_a)
+        if origin_b is not None:
+            _align(a, b, names_a, by_origin_b.get(origin_b, []), pairs)
+    # Call order: A's records, each of B's unpaired records after the last B record before it that was
+    # paired (at the start when none was).
+    position = {name: i for i, name in enumerate(a.records)}
+    keyed: list[tuple[tuple[int, int, int], tuple[Optional[str], Optional[str]]]] = \
+        [((i, 0, 0), (name, pairs.get(name))) for i, name in enumerate(a.records)]
+    after = -1
+    paired_b = {nb: na for na, nb in pairs.items()}
+    for j, name in enumerate(b.records):
+        if name in paired_b:
+            after = position[paired_b[name]]
+        else:
+            keyed.append(((after, 1, j), (None, name)))
+    return [pair for _, pair in sorted(keyed, key=lambda item: item[0])]
+
+
+def _unpaired_rule(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str],
+                   partners: dict[tuple[str, str], str]) -> str:
+    """Why a record has no partner: the side it is on, and the optimizer step or the forward call
+    whose backward it belongs to."""
+    side, dump, other = ("A", a, "B") if name_a else ("B", b, "A")
+    record = dump.records[name_a or name_b or ""]
+    rule = "only in " + side
+    step = record.get("optimizer")
+    if step:
+        rule += (f", inside {step}: the two runs update the parameters differently (foreach ops vs "
+                 "a per-parameter loop); that step's record compares the update as a whole")
+    origin = record.get("origin")
+    if origin in dump.records:
+        partner = partners.get((side, origin))
+        if partner:
+            rule += (f", in the backward of {origin} (paired with {other}'s {partner}): the two runs "
+                     "differentiate that call with different aten ops")
+        else:
+            rule += f", in the backward of {origin}, which is only in {side}"
+    return rule
 
 
 def _worst(metrics: list[Metrics]) -> Optional[Metrics]:
@@ -131,17 +218,14 @@ def _worst(metrics: list[Metrics]) -> Optional[Metrics]:
 _UNINITIALISED = re.compile(r"(^|\.)(empty|empty_like|empty_strided|new_empty|new_empty_strided)(\.|$)")
 
 
-def _compare_pair(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str]) -> ApiComparison:
+def _compare_pair(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str],
+                  partners: dict[tuple[str, str], str], atol: Optional[float]) -> ApiComparison:
     rec_a = a.records.get(name_a, {}) if name_a else {}
     rec_b = b.records.get(name_b, {}) if name_b else {}
     result = ApiComparison(name_a, name_b, (rec_a or rec_b).get("kind", "api"),
                            stack=a.stack(name_a) if name_a else b.stack(name_b or ""))
     if not result.paired:
-        result.verdict, result.rule = "error", "only in " + ("A" if name_a else "B")
-        step = (rec_a or rec_b).get("optimizer")
-        if step:
-            result.rule += (f", inside {step}: the two runs update the parameters differently (foreach ops vs "
-                            "a per-parameter loop); that step's record compares the update as a whole")
+        result.verdict, result.rule = "error", _unpaired_rule(a, b, name_a, name_b, partners)
         return result
     for io in ("input", "output"):
         entries_a = {e["name"]: e for e in rec_a.get(io + "s", [])}
@@ -152,7 +236,7 @@ def _compare_pair(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str]
             if io == "output" and _UNINITIALISED.search(rec_b.get("api", "")):
                 metrics = Metrics("none", "pass", "uninitialised memory (empty): not compared")
             else:
-                metrics = compare_entries(entry_a, entry_b, a.data(entry_a), b.data(entry_b))
+                metrics = compare_entries(entry_a, entry_b, a.data(entry_a), b.data(entry_b), atol)
             result.tensors.append(TensorComparison(io, entry_b["name"], entry_a, entry_b, metrics))
     inputs = [t.metrics for t in result.tensors if t.io == "input"]
     outputs = [t.metrics for t in result.tensors if t.io == "output"]
@@ -211,12 +295,18 @@ def _load_pair(dump_a: str, dump_b: str, step: Optional[int]) -> tuple[Dump, Dum
     return a, b
 
 
-def compare(dump_a: str, dump_b: str, out_dir: Optional[str] = None, step: Optional[int] = None) -> CompareResult:
+def compare(dump_a: str, dump_b: str, out_dir: Optional[str] = None, step: Optional[int] = None,
+            atol: Optional[float] = None) -> CompareResult:
     """Compare run A's dump with run B's (folders from Dumper/Tracer: a root or one step folder; `step`
-    picks a step of root folders, default the first step both dumps hold). With `out_dir`, write
-    compare.csv, compare.html and ranking.csv there."""
+    picks a step of root folders, default the first step both dumps hold). `atol` is the absolute
+    floor of every floating verdict (default per dtype: _metrics.ABS_TOLERANCES). With `out_dir`,
+    write compare.csv, compare.html and ranking.csv there."""
+    if atol is not None and not atol >= 0:
+        raise ValueError(f"atol must be a number >= 0, got {atol}")
     a, b = _load_pair(dump_a, dump_b, step)
-    apis = [_compare_pair(a, b, na, nb) for na, nb in _pairs(a, b)]
+    pairs = _pairs(a, b)
+    partners = {("A", na): nb for na, nb in pairs if na and nb} | {("B", nb): na for na, nb in pairs if na and nb}
+    apis = [_compare_pair(a, b, na, nb, partners, atol) for na, nb in pairs]
     bases = {t.metrics.basis for api in apis for t in api.tensors if t.metrics.basis != "none"}
     basis = bases.pop() if len(bases) == 1 else ("mixed" if bases else "none")
     if basis == "none" and "stack" in (a.meta.get("mode"), b.meta.get("mode")):

@@ -26,7 +26,18 @@ they agree (`python -m pytest OUT` runs every repro of a run). stop=True (defaul
 DivergenceError at the first; stop=False keeps going and collects
 each op's first divergence (`divergences`, a repro for each up to max_repros).
 
-Cost while active: every devx op runs twice plus copies to the CPU; nothing is installed before start().
+When no single op diverges the run still may: ops each within their tolerance (or a devx kernel
+that takes another algorithm than the CPU's, rounding differently) add up along the model. So the
+finder also keeps a shadow run on the CPU: each devx tensor an op makes has a CPU shadow, made by
+running the op on the shadows of its arguments (a devx tensor that has none gets a copy: parameters,
+inputs, random and uninitialised results), and at the end of each module's forward its outputs are
+compared with their shadows by compare's rules (_metrics: cosine, shares within 0.1%/1% with an
+absolute floor). The first module whose output is an error there is `module_divergence`: reported
+("no single op diverged, but the run did: module ...") when no op diverged.
+
+Cost while active: every devx op runs three times (devx, the CPU from its inputs, the CPU shadow
+run) plus copies to the CPU, and the shadows take as much host memory as the run's devx tensors;
+nothing is installed before start().
 """
 from __future__ import annotations
 
@@ -42,15 +53,17 @@ from typing import Any, Optional, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
+from torch.utils.weak import WeakTensorKeyDictionary
 
 from ._common import op_name, run_as_main, user_frame
+from ._metrics import compare_tensors
 from ._modules import ModuleTracker
 from ._origins import ForwardOrigins
 from ._repro import save_repro
 
-__all__ = ["DEFAULT_TOLERANCES", "OTHER_TOLERANCE", "Divergence", "DivergenceError", "DivergenceFinder", "op_name",
-           "run_script"]
+__all__ = ["DEFAULT_TOLERANCES", "OTHER_TOLERANCE", "Divergence", "DivergenceError", "DivergenceFinder",
+           "ModuleDivergence", "op_name", "run_script"]
 
 logger = logging.getLogger("torch_devx.tools.divergence")
 
@@ -93,6 +106,22 @@ class Divergence:
         if self.repro_test:
             lines.append(f"  repro: {self.repro_test} (python -m pytest {self.repro_test})")
         return "\n".join(lines)
+
+
+@dataclass
+class ModuleDivergence:
+    module: str                    # "blocks.0.attn (Attention)"
+    output: str                    # which output: "output", "output[1]"
+    detail: str                    # compare's rule that found the difference
+    max_abs: float
+    index: int                     # how many devx ops were compared before the module returned
+
+    def describe(self) -> str:
+        return (f"no single op diverged from the CPU, but the run did: the output of module {self.module} is the "
+                f"first to differ from the CPU's shadow run of the same ops ({self.output}: {self.detail}; max abs "
+                f"diff {self.max_abs:.6g}), after {self.index} ops that matched the CPU one by one. Small differences "
+                "of its ops (another algorithm, another rounding) add up there; a looser --rtol/--atol shows which "
+                "ops are close to their tolerance")
 
 
 class DivergenceError(RuntimeError):
@@ -138,10 +167,13 @@ class DivergenceFinder(TorchDispatchMode):
         self.script_traceback = ""
         self.checked = 0
         self.unchecked: dict[str, int] = {}
-        self._tracker = ModuleTracker()
+        self._tracker = ModuleTracker(on_exit=self._module_exit)
         self._origins = ForwardOrigins()
         self._active = False
         self._thread: Optional[int] = None
+        self.module_divergence: Optional[ModuleDivergence] = None
+        self._shadows = WeakTensorKeyDictionary()   # devx tensor -> its CPU shadow
+        self._own = threading.local()               # .busy: the finder's own ops (module checks)
 
     @property
     def first(self) -> Optional[Divergence]:
@@ -162,6 +194,7 @@ class DivergenceFinder(TorchDispatchMode):
             super().__exit__(None, None, None)
             self._tracker.stop()
             self._origins.clear()
+            self._shadows = WeakTensorKeyDictionary()
             self._active = False
         return self
 
@@ -183,23 +216,33 @@ class DivergenceFinder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if getattr(self._own, "busy", False):
+            return func(*args, **kwargs)
         if threading.get_ident() == self._thread and torch._C._current_autograd_node() is None:
             self._origins.note(self._tracker.path)
         name = op_name(func)
         leaves, _ = tree_flatten((args, kwargs))
         if not self._wanted(func, name, leaves):
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            self._forget((out, _written(func, args, kwargs)))
+            return out
         with torch.no_grad():
             cpu_args, cpu_kwargs = tree_map(_to_cpu, (args, kwargs))
             pristine = tree_map(_to_cpu, (cpu_args, cpu_kwargs)) if _written(func, args, kwargs) else None
+            shadow_args, shadow_kwargs = tree_map(self._shadow, (args, kwargs))
         out = func(*args, **kwargs)
         try:
             with torch.no_grad():
                 cpu_out = func(*cpu_args, **cpu_kwargs)
+                shadow_out = func(*shadow_args, **shadow_kwargs)
         except Exception as e:  # noqa: BLE001 - an op the CPU cannot run is not a divergence
             self.unchecked[name] = self.unchecked.get(name, 0) + 1
             logger.debug("%s could not be replayed on the CPU: %s", name, e)
+            self._forget((out, _written(func, args, kwargs)))
             return out
+        for got, shadow in zip(tree_leaves(out), tree_leaves(shadow_out)):
+            if _is_devx(got) and isinstance(shadow, torch.Tensor) and shadow.shape == got.shape:
+                self._shadows[got] = shadow
         with torch.no_grad():
             detail = self._difference((out, _written(func, args, kwargs)),
                                       (cpu_out, _written(func, cpu_args, cpu_kwargs)))
@@ -208,6 +251,45 @@ class DivergenceFinder(TorchDispatchMode):
             return out
         self._report(func, name, detail, pristine or (cpu_args, cpu_kwargs), leaves)
         return out
+
+    # -- the shadow run ---------------------------------------------------------------------------
+    def _shadow(self, x: Any) -> Any:
+        """x's CPU shadow (a devx tensor's, made from its value when it has none), else _to_cpu(x)."""
+        if not (isinstance(x, torch.Tensor) and x.device.type == "devx"):
+            return _to_cpu(x)
+        shadow = self._shadows.get(x)
+        if shadow is None:
+            shadow = self._shadows[x] = x.detach().to("cpu", copy=True)
+        return shadow
+
+    def _forget(self, tree: Any) -> None:
+        """Drop the shadows of devx tensors made or written by an op the shadow run did not run."""
+        for x in tree_leaves(tree):
+            if _is_devx(x):
+                self._shadows.pop(x, None)
+
+    def _module_exit(self, module: Any, path: str, args: Any, output: Any) -> None:
+        if self.module_divergence is not None or threading.get_ident() != self._thread:
+            return
+        self._own.busy = True
+        try:
+            outputs = [x for x in tree_leaves(output) if _is_devx(x)]
+            for i, got in enumerate(outputs):
+                shadow = self._shadows.get(got)
+                if shadow is None or shadow.shape != got.shape or shadow.dtype != got.dtype:
+                    continue
+                with torch.no_grad():
+                    m = compare_tensors(got.detach().cpu(), shadow)
+                if m.verdict == "error":
+                    label = f"{path} ({type(module).__name__})" if path else type(module).__name__
+                    self.module_divergence = ModuleDivergence(
+                        label, "output" if len(outputs) == 1 else f"output[{i}]", m.rule, m.max_abs or 0.0,
+                        self.checked)
+                    if self._log and not self.divergences:
+                        logger.warning("%s", self.module_divergence.describe())
+                    return
+        finally:
+            self._own.busy = False
 
     def _difference(self, devx_side: Any, cpu_side: Any) -> Optional[str]:
         got, _ = tree_flatten(devx_side)
@@ -258,7 +340,10 @@ class DivergenceFinder(TorchDispatchMode):
             folder = os.path.join(self.out_dir, f"{len(self.divergences):02d}_{re.sub(r'[^A-Za-z0-9_.]', '_', name)}")
             devices = {i: str(x.device if isinstance(x, torch.Tensor) else x) for i, x in enumerate(leaves) if _is_devx(x)}
             d.repro_dir = folder
-            d.repro_test = save_repro(folder, func, inputs, devices, self.tolerances, d)
+            from .. import diagnostics
+
+            d.repro_test = save_repro(folder, func, inputs, devices, self.tolerances, d,
+                                      override=diagnostics.kernel_override(name))
         self.divergences[name] = d
         if self._log:
             logger.warning("%s", d.describe())

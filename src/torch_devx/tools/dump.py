@@ -13,7 +13,9 @@ Levels: "api" records torch.*, F.* and Tensor method calls (a TorchFunctionMode,
 timer's); "module" records torch.nn module forwards ("Module.fc.Linear"); "mix" both; "aten" records
 every aten op (a TorchDispatchMode). With backward=True (default) the backward pass is recorded too:
 the aten ops the autograd engine runs ("Aten.mm.default.0.backward", with the autograd node's name)
-for the api, mix and aten levels, and for the module and mix levels the gradient reaching each
+for the api, mix and aten levels, each with "origin": the record of the forward call it differentiates
+(the API call, or at the aten level the aten op, that made its autograd node; see _origins.py), and
+for the module and mix levels the gradient reaching each
 module's outputs ("Module.fc.Linear.0.backward", inputs "grad_output[i]"; tensor hooks on the
 outputs, which, unlike full backward hooks, tolerate in-place ops on a module's output, also when
 the output is a view of a whole tensor, as a Linear's on a 3-D input).
@@ -54,6 +56,7 @@ from torch.utils._pytree import tree_leaves
 from ._common import ModeTool, api_caller, api_name, call_as_caller, user_stack
 from ._dump_writer import DumpWriter, busy, quiet
 from ._modules import ModuleTracker
+from ._origins import ForwardOrigins
 from ._summary import Sampling
 
 __all__ = ["Dumper", "LEVELS", "seed_all", "module_api", "input_pairs", "module_input_pairs", "optimizer_param_pairs",
@@ -97,6 +100,16 @@ def output_pairs(out: Any, label: str = "output") -> list[tuple[str, Any]]:
     return [(label, out)]
 
 
+_calls = threading.local()
+
+
+def open_call() -> str:
+    """The name of the API record whose call is running on this thread ("" when none): the call that
+    made the autograd nodes of the aten ops running now."""
+    names = getattr(_calls, "names", None)
+    return names[-1] if names else ""
+
+
 def record_call(writer: DumpWriter, func: Any, args: tuple, kwargs: dict, module_path: str,
                 patterns: Optional[Sequence[Any]] = None, optimizer: Optional[str] = None) -> Any:
     """Call an API seen by a TorchFunctionMode, recording it when the writer (and `patterns`, compiled
@@ -110,11 +123,17 @@ def record_call(writer: DumpWriter, func: Any, args: tuple, kwargs: dict, module
                         module=module_path, optimizer=optimizer)
     if name is None:
         return call_as_caller(caller, func, args, kwargs)
+    names = getattr(_calls, "names", None)
+    if names is None:
+        names = _calls.names = []
+    names.append(name)
     try:
         out = call_as_caller(caller, func, args, kwargs)
     except Exception as e:
         writer.fail(name, e)
         raise
+    finally:
+        names.pop()
     # In-place foreach ops (torch._foreach_add_) return nothing: their result is what they wrote, as an
     # in-place method's result is the tensor it returns.
     written = args[0] if out is None and api.endswith("_") and args else out
@@ -123,22 +142,33 @@ def record_call(writer: DumpWriter, func: Any, args: tuple, kwargs: dict, module
 
 
 class _AtenRecorder(TorchDispatchMode):
-    """Records aten ops: those of the backward pass, and with `forward` also those of the forward."""
+    """Records aten ops: those of the backward pass, and with `forward` also those of the forward.
+    Every forward op of `thread` notes in `origins` the record it belongs to (`scope()`, or its own
+    record), which a backward op's record names as its "origin"."""
 
-    def __init__(self, writer: DumpWriter, forward: bool, backward: bool) -> None:
+    def __init__(self, writer: DumpWriter, forward: bool, backward: bool, origins: ForwardOrigins,
+                 scope: Callable[[], str]) -> None:
         super().__init__()
         self.writer, self.forward, self.backward = writer, forward, backward
+        self._origins, self._scope, self._thread = origins, scope, threading.get_ident()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         node = torch._C._current_autograd_node()
         wanted = self.backward if node is not None else self.forward
+        noting = node is None and threading.get_ident() == self._thread and not busy()
         if not wanted or busy() or not self.writer.selected:
+            if noting:  # every forward op, so that nodes are not given to a later op's record
+                self._origins.note("", self._scope())
             return func(*args, **kwargs)
         direction = "forward" if node is None else "backward"
         node_name = node.name().rsplit("::", 1)[-1] if node is not None else None
+        origin = self._origins.lookup(node)
         name = self.writer.begin(f"Aten.{func._schema.name.split('::')[-1]}.{func._overloadname}", direction,
-                                 "aten", input_pairs(args, kwargs), user_stack(sys._getframe(1)), node=node_name)
+                                 "aten", input_pairs(args, kwargs), user_stack(sys._getframe(1)), node=node_name,
+                                 origin=origin.record if origin is not None else None)
+        if noting:
+            self._origins.note("", name or self._scope())
         if name is None:
             return func(*args, **kwargs)
         try:
@@ -174,6 +204,7 @@ class Dumper(ModeTool):
         self._tracker = ModuleTracker(self._enter_module, self._exit_module)
         self._module_records: list[Optional[str]] = []
         self._aten: Optional[_AtenRecorder] = None
+        self._origins = ForwardOrigins()
         # Open optimizer step records (name, the parameters recorded as its inputs), innermost last.
         self._optimizer_records: list[tuple[Optional[str], list[tuple[str, torch.Tensor]]]] = []
         self._optimizer_hooks: list[Any] = []
@@ -191,13 +222,16 @@ class Dumper(ModeTool):
         self._optimizer_hooks = [register_optimizer_step_pre_hook(self._optimizer_pre),
                                  register_optimizer_step_post_hook(self._optimizer_post)]
         if self.level == "aten" or (self.backward and self._record_apis):
-            self._aten = _AtenRecorder(self.writer, forward=self.level == "aten", backward=self.backward)
+            self._origins.start()
+            self._aten = _AtenRecorder(self.writer, forward=self.level == "aten", backward=self.backward,
+                                       origins=self._origins, scope=self._scope)
             self._aten.__enter__()
 
     def _on_stop(self) -> None:
         if self._aten is not None:
             self._aten.__exit__(None, None, None)
             self._aten = None
+            self._origins.clear()
         for handle in self._optimizer_hooks:
             handle.remove()
         self._optimizer_hooks = []
@@ -207,6 +241,10 @@ class Dumper(ModeTool):
     def step(self) -> None:
         """End the current step: write its folder, count the next one."""
         self.writer.next_step()
+
+    def _scope(self) -> str:
+        """The record a forward aten op belongs to: the API call running, else the innermost module."""
+        return open_call() or next((name for name in reversed(self._module_records) if name), "")
 
     # -- API calls --------------------------------------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
