@@ -295,7 +295,9 @@ originals = {
 cuda_mock.enable()
 assert torch.cuda.is_available() and torch.ones(2).cuda().device.type == "devx"
 assert torch.zeros(1, device="cuda:1").device == torch.device("devx", 1)
-assert torch.zeros is not originals["zeros"]
+# A CPU build of torch: factories stay torch's builtins, "cuda" is mapped below Python.
+assert not cuda_mock.wraps_factories() and torch.zeros is originals["zeros"]
+assert torch.tensor([1.0], device="cuda").device == torch.device("devx", 0)
 assert torch.is_autocast_enabled is not originals["is_autocast_enabled"]
 cuda_mock.disable()
 now = {
@@ -319,6 +321,9 @@ own_after = {name for name in ("cuda", "to", "is_cuda", "new_zeros") if name in 
 assert own_after == own_before, (own_before, own_after)  # inherited attributes are not left behind
 assert torch.cuda.is_available() is False
 raises(lambda: torch.ones(2).cuda())
+# The fallback on the CUDA key, its device guard and CUDA's lazy initialisation are undone too.
+assert "CUDA" in raises(lambda: torch.zeros(2, device="cuda"))
+assert "CUDA" in raises(lambda: torch.ones(2).to("cuda"))
 print("MOCK-OFF-OK")
 """
 

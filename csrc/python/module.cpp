@@ -19,6 +19,7 @@
 #include "aten/diagnostics.h"
 #include "aten/op_registry.h"
 #include "aten/vendor_call.h"
+#include "python/cuda_alias.h"
 #include "python/memory_bindings.h"
 #include "python/python_threads.h"
 #include "runtime/allocator.h"
@@ -394,6 +395,9 @@ PYBIND11_MODULE(_C, m) {
         },
         kinds);
   });
+  m.def("_install_cuda_alias", &devx::install_cuda_alias);
+  m.def("_uninstall_cuda_alias", &devx::uninstall_cuda_alias);
+  m.def("_cuda_alias_installed", &devx::cuda_alias_installed);
   m.def("_set_override", [](const std::string& op, py::object fn) {
     if (fn.is_none()) {
       if (overrides().contains(op)) overrides().attr("pop")(op);

@@ -4,9 +4,15 @@
 (`_record_memory_history`, `_snapshot`, `_dump_snapshot`), autocast("cuda") and the autocast state
 queries (`torch.is_autocast_enabled("cuda")`, ...), and "cuda"/"cuda:N"/torch.device("cuda")
 given to factories, `.to()`, `new_*` and `nn.Module.to()` all mean devx; the "nccl" backend of
-`torch.distributed.init_process_group`/`new_group` means the devx process group. Only entry points that
-take a device are wrapped (once each), so ops themselves pay nothing. `disable()` restores every
-original; DEVX_MOCK_CUDA=0 keeps mocking off from the start.
+`torch.distributed.init_process_group`/`new_group` means the devx process group.
+
+Where torch has no CUDA of its own, factories and `new_*` are not wrapped: a "cuda" device reaches
+ATen's CUDA dispatch key, where a fallback runs the op again on devx (csrc/python/cuda_alias.h), so
+they stay the builtins TorchScript, torch._refs, functorch and torch.device contexts recognise, and
+entry points nobody listed (window functions, fft frequencies, torch.asarray) are covered too. The
+Python functions wrapped (once each) are entry points that take a device or a device type; ops
+themselves pay nothing. `disable()` restores every original and removes the fallback;
+DEVX_MOCK_CUDA=0 keeps mocking off from the start.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._device import _device_constructors
 
-from . import device_module
+from . import _C, device_module
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +51,7 @@ _AUTOCAST_STATE = ("is_autocast_enabled", "get_autocast_dtype", "set_autocast_en
 _CUDA_MEMORY_FUNCS = ("_record_memory_history", "_snapshot", "_dump_snapshot", "memory_snapshot")
 
 _saved: list[tuple[Any, str, Any]] = []
+_factories_wrapped = False
 _INHERITED = object()  # marks an attribute the owner did not define itself
 
 
@@ -245,14 +252,20 @@ def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
 def enable() -> None:
     if _saved:
         return
-    # torch.set_default_device's mode recognises factories by identity, from a set it builds on
-    # first use: build it now, from the real functions, before they are wrapped.
-    _device_constructors()
-    for name in _FACTORIES:
-        if hasattr(torch, name):
-            _patch(torch, name, _device_kwarg)
-    for name in _TENSOR_NEW:
-        _patch(torch.Tensor, name, _device_kwarg)
+    # Below Python where torch has no CUDA of its own (cuda_alias.h): factories and new_* stay
+    # torch's builtins. Where it has (a CUDA build), "cuda" is a real device, and only wrappers
+    # can redirect it.
+    global _factories_wrapped
+    _factories_wrapped = not _C._install_cuda_alias()
+    if _factories_wrapped:
+        # torch.set_default_device's mode recognises factories by identity, from a set it builds
+        # on first use: build it now, from the real functions, before they are wrapped.
+        _device_constructors()
+        for name in _FACTORIES:
+            if hasattr(torch, name):
+                _patch(torch, name, _device_kwarg)
+        for name in _TENSOR_NEW:
+            _patch(torch.Tensor, name, _device_kwarg)
     _patch(torch, "set_default_device", _device_first)
     _patch(torch, "load", _load)
     _patch(torch.autocast, "__init__", _autocast_init)
@@ -282,6 +295,7 @@ def enable() -> None:
 
 
 def disable() -> None:
+    _C._uninstall_cuda_alias()
     while _saved:
         owner, name, original = _saved.pop()
         if original is _INHERITED:
@@ -292,3 +306,9 @@ def disable() -> None:
 
 def enabled() -> bool:
     return bool(_saved)
+
+
+def wraps_factories() -> bool:
+    """Whether factories are Python wrappers (a torch built with CUDA) rather than torch's own
+    builtins with "cuda" mapped below Python."""
+    return enabled() and _factories_wrapped

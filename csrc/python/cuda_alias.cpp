@@ -1,0 +1,99 @@
+#include "python/cuda_alias.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/utils/device_lazy_init.h>
+#include <torch/library.h>
+
+#include <memory>
+
+#include "runtime/device.h"
+
+namespace devx {
+namespace {
+
+c10::Device to_devx(c10::Device d) {
+  return c10::Device(kDevx, d.index());
+}
+
+c10::Device to_cuda(c10::Device d) {
+  return c10::Device(c10::kCUDA, d.index());
+}
+
+c10::Stream stream_to(c10::Stream s, c10::Device device) {
+  return c10::Stream(c10::Stream::UNSAFE, device, s.id());
+}
+
+// The CUDA device type's guard, forwarding to devx's: indices and stream ids are the same.
+struct CudaAsDevxGuard final : public c10::impl::DeviceGuardImplInterface {
+  const c10::impl::DeviceGuardImplInterface* devx() const { return c10::impl::getDeviceGuardImpl(kDevx); }
+
+  c10::DeviceType type() const override { return c10::kCUDA; }
+  c10::Device exchangeDevice(c10::Device d) const override { return to_cuda(devx()->exchangeDevice(to_devx(d))); }
+  c10::Device getDevice() const override { return to_cuda(devx()->getDevice()); }
+  void setDevice(c10::Device d) const override { devx()->setDevice(to_devx(d)); }
+  void uncheckedSetDevice(c10::Device d) const noexcept override { devx()->uncheckedSetDevice(to_devx(d)); }
+  c10::Stream getStream(c10::Device d) const override { return stream_to(devx()->getStream(to_devx(d)), d); }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return stream_to(devx()->getDefaultStream(to_devx(d)), d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    return stream_to(devx()->exchangeStream(stream_to(s, to_devx(s.device()))), s.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override { return devx()->deviceCount(); }
+  bool queryStream(const c10::Stream& s) const override { return devx()->queryStream(stream_to(s, to_devx(s.device()))); }
+  void synchronizeStream(const c10::Stream& s) const override {
+    devx()->synchronizeStream(stream_to(s, to_devx(s.device())));
+  }
+  void synchronizeDevice(const c10::DeviceIndex index) const override { devx()->synchronizeDevice(index); }
+};
+
+// Any op that reaches the CUDA key carries a "cuda" device argument (no CUDA tensor exists in a
+// CPU build): it runs again with devx devices.
+void run_on_devx(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  bool mapped = false;
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(n); it != stack->end(); ++it) {
+    if (it->isDevice() && it->toDevice().type() == c10::kCUDA) {
+      *it = to_devx(it->toDevice());
+      mapped = true;
+    }
+  }
+  TORCH_CHECK(mapped, "torch_devx's CUDA mocking does not cover ", op.schema().operator_name(),
+              " called this way (it reached CUDA without a device argument); use device='devx' or report it");
+  op.callBoxed(stack);
+}
+
+CudaAsDevxGuard g_guard;
+std::unique_ptr<torch::Library> g_fallback;
+
+bool torch_has_cuda() {
+  if (c10::impl::hasDeviceGuardImpl(c10::kCUDA)) return true;
+  auto empty = c10::Dispatcher::singleton().findSchema({"aten::empty", "memory_format"});
+  return empty && empty->hasKernelForDispatchKey(c10::DispatchKey::CUDA);
+}
+
+}  // namespace
+
+bool install_cuda_alias() {
+  if (g_fallback) return true;
+  if (torch_has_cuda()) return false;
+  g_fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", c10::DispatchKey::CUDA, __FILE__, __LINE__);
+  g_fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&run_on_devx>());
+  c10::impl::device_guard_impl_registry[static_cast<size_t>(c10::kCUDA)].store(&g_guard);
+  torch::utils::set_requires_device_init(c10::kCUDA, false);
+  return true;
+}
+
+void uninstall_cuda_alias() {
+  if (!g_fallback) return;
+  torch::utils::set_requires_device_init(c10::kCUDA, true);
+  c10::impl::device_guard_impl_registry[static_cast<size_t>(c10::kCUDA)].store(nullptr);
+  g_fallback.reset();
+}
+
+bool cuda_alias_installed() {
+  return g_fallback != nullptr;
+}
+
+}  // namespace devx
