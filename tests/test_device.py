@@ -296,6 +296,11 @@ BAD_INDEX_CALLS = {
     "current_stream": (7, lambda: torch.devx.current_stream(7)),
     "default_stream_256": (256, lambda: torch.devx.default_stream(256)),
     "device_string": (9, lambda: torch.devx.synchronize("devx:9")),
+    "memory_fraction": (9, lambda: torch.devx.set_per_process_memory_fraction(0.5, 9)),
+    "get_memory_fraction": (256, lambda: torch.devx.get_per_process_memory_fraction(256)),
+    "peer": (9, lambda: torch.devx.can_device_access_peer(0, 9)),
+    "peer_device": (9, lambda: torch.devx.can_device_access_peer(9, 0)),
+    "stream_handle": (9, lambda: torch.devx.Stream(stream_id=1, device_index=9, device_type=20).cuda_stream),
 }
 
 

@@ -21,6 +21,7 @@
 #include "runtime/device.h"
 #include "runtime/python_hooks.h"
 #include "runtime/stream.h"
+#include "runtime/sync_debug.h"
 
 namespace devx::async {
 
@@ -388,7 +389,14 @@ void issue_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit:
 void issue(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const Plan& plan = plan_for(op);
   if (plan.kind == Kind::kIssue && try_issue(op, plan, stack)) return;
-  if (plan.kind != Kind::kRunNow) getCurrentDevxStream(current_device()).synchronize();
+  if (plan.kind != Kind::kRunNow) {
+    // The op needs the data on the host (nonzero's size, a value-dependent shape), as such ops
+    // synchronise on CUDA.
+    if (C10_UNLIKELY(sync_debug::mode() != sync_debug::kOff)) {
+      sync_debug::report(op.schema().operator_name().name.c_str());
+    }
+    getCurrentDevxStream(current_device()).synchronize();
+  }
   InlineScope scope;
   op.redispatchBoxed(kDevxKeys, stack);
 }

@@ -24,6 +24,12 @@ c10::Stream stream_to(c10::Stream s, c10::Device device) {
   return c10::Stream(c10::Stream::UNSAFE, device, s.id());
 }
 
+// A devx stream as the CUDA stream of the same index and id (a device given as "cuda", index -1,
+// resolves to the stream's own device).
+c10::Stream as_cuda(c10::Stream s) {
+  return stream_to(s, to_cuda(s.device()));
+}
+
 // The CUDA device type's guard, forwarding to devx's: indices and stream ids are the same.
 struct CudaAsDevxGuard final : public c10::impl::DeviceGuardImplInterface {
   const c10::impl::DeviceGuardImplInterface* devx() const { return c10::impl::getDeviceGuardImpl(kDevx); }
@@ -33,19 +39,44 @@ struct CudaAsDevxGuard final : public c10::impl::DeviceGuardImplInterface {
   c10::Device getDevice() const override { return to_cuda(devx()->getDevice()); }
   void setDevice(c10::Device d) const override { devx()->setDevice(to_devx(d)); }
   void uncheckedSetDevice(c10::Device d) const noexcept override { devx()->uncheckedSetDevice(to_devx(d)); }
-  c10::Stream getStream(c10::Device d) const override { return stream_to(devx()->getStream(to_devx(d)), d); }
-  c10::Stream getDefaultStream(c10::Device d) const override {
-    return stream_to(devx()->getDefaultStream(to_devx(d)), d);
-  }
+  c10::Stream getStream(c10::Device d) const override { return as_cuda(devx()->getStream(to_devx(d))); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return as_cuda(devx()->getDefaultStream(to_devx(d))); }
   c10::Stream exchangeStream(c10::Stream s) const override {
-    return stream_to(devx()->exchangeStream(stream_to(s, to_devx(s.device()))), s.device());
+    return as_cuda(devx()->exchangeStream(stream_to(s, to_devx(s.device()))));
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority) const override {
+    return as_cuda(devx()->getStreamFromGlobalPool(to_devx(d), high_priority));
+  }
+  c10::Stream getNewStream(c10::Device d, int priority) const override {
+    return as_cuda(devx()->getNewStream(to_devx(d), priority));
   }
   c10::DeviceIndex deviceCount() const noexcept override { return devx()->deviceCount(); }
+  // Events are devx events: torch.Event(device="cuda") records on, and blocks, devx streams.
+  void record(void** event, const c10::Stream& s, const c10::DeviceIndex index,
+              const c10::EventFlag flag) const override {
+    devx()->record(event, stream_to(s, to_devx(s.device())), index, flag);
+  }
+  void block(void* event, const c10::Stream& s) const override {
+    devx()->block(event, stream_to(s, to_devx(s.device())));
+  }
+  bool queryEvent(void* event) const override { return devx()->queryEvent(event); }
+  void destroyEvent(void* event, const c10::DeviceIndex index) const noexcept override {
+    devx()->destroyEvent(event, index);
+  }
+  void synchronizeEvent(void* event) const override { devx()->synchronizeEvent(event); }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex index) const override {
+    return devx()->elapsedTime(start, end, index);
+  }
   bool queryStream(const c10::Stream& s) const override { return devx()->queryStream(stream_to(s, to_devx(s.device()))); }
   void synchronizeStream(const c10::Stream& s) const override {
     devx()->synchronizeStream(stream_to(s, to_devx(s.device())));
   }
   void synchronizeDevice(const c10::DeviceIndex index) const override { devx()->synchronizeDevice(index); }
+#if __has_include(<c10/core/DeviceCapability.h>)
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    return devx()->getDeviceCapability(to_devx(d));
+  }
+#endif
 };
 
 // Any op that reaches the CUDA key carries a "cuda" device argument (no CUDA tensor exists in a

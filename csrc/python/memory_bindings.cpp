@@ -10,6 +10,7 @@
 #include "runtime/device.h"
 #include "runtime/env.h"
 #include "runtime/memory_history.h"
+#include "runtime/sync_debug.h"
 
 namespace py = pybind11;
 
@@ -159,6 +160,10 @@ void bind_memory(py::module_& m) {
     py::gil_scoped_release no_gil;
     devx_allocator()->emptyCache();
   });
+  m.def("_set_memory_fraction", &set_memory_fraction);
+  m.def("_set_sync_debug_mode", &sync_debug::set_mode);
+  m.def("_sync_debug_mode", &sync_debug::mode);
+  m.def("_memory_fraction", &memory_fraction);
 }
 
 }  // namespace devx

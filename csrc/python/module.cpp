@@ -278,6 +278,17 @@ PYBIND11_MODULE(_C, m) {
     devx::synchronize_device(index);
   });
   m.def("_device_properties", &device_properties);
+  m.def("_stream_priority_range", [] {
+    int least = 0, greatest = 0;
+    devx::stream_priority_range(&least, &greatest);
+    return std::make_pair(least, greatest);
+  });
+  // The vendor's handle of a devx stream (a cudaStream_t on the cuda vendor), as an integer:
+  // what torch.cuda.Stream.cuda_stream gives for passing to other libraries.
+  m.def("_stream_handle", [](int64_t device, int64_t stream_id) {
+    const c10::Stream stream(c10::Stream::UNSAFE, devx::devx_device(devx::device_index_arg(device)), stream_id);
+    return reinterpret_cast<uintptr_t>(devx::DevxStream(stream).handle());
+  });
   m.def("_mem_get_info", [](int64_t i) { return devx::devx_allocator()->getMemoryInfo(devx::device_index_arg(i)); });
   m.def("_env_changed", &devx::env::bump_generation, "Tell the backend os.environ was written");
   m.def("_fallback_stats", &devx::fallback_stats);

@@ -1,6 +1,8 @@
 #include "runtime/allocator.h"
 
+#include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,6 +34,8 @@ constexpr size_t kRoundSize = 512;
 // routing CPU allocator included), so frees find their block here.
 std::mutex g_mutex;
 ska::flat_hash_map<void*, std::pair<c10::DeviceIndex, Block*>> g_live;
+// The fractions set by set_memory_fraction, by device (those not set are 1.0).
+std::map<c10::DeviceIndex, double> g_fractions;
 
 const AllocatorSettings& settings() {
   static const AllocatorSettings s = read_allocator_settings();
@@ -200,10 +204,14 @@ c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, 
     if (C10_UNLIKELY(history::recording())) {
       history::record(device, history::Action::kOom, nullptr, nbytes, totals, free_b);
     }
+    const size_t limit = blocks.reserve_limit();
+    const std::string limited = limit == SIZE_MAX ? std::string()
+                                                  : "; this process may reserve " + format_bytes(limit) +
+                                                        " (set_per_process_memory_fraction)";
     TORCH_CHECK_WITH(OutOfMemoryError, false, "devx out of memory on device ", static_cast<int>(device),
                      ": tried to allocate ", format_bytes(nbytes), "; ", format_bytes(allocated),
                      " allocated by PyTorch, ", format_bytes(reserved), " reserved, ", format_bytes(total_b),
-                     " total capacity, ", format_bytes(free_b), " free. (", g_vendor->last_error(), ")");
+                     " total capacity, ", format_bytes(free_b), " free", limited, ". (", g_vendor->last_error(), ")");
   }
   g_live.emplace(block->ptr, std::make_pair(device, block));
   report_to_profiler(block->ptr, static_cast<int64_t>(block->size), blocks, device);
@@ -219,6 +227,24 @@ c10::DataPtr DevxAllocator::allocate(size_t nbytes) {
 
 c10::DeleterFnPtr DevxAllocator::raw_deleter() const {
   return &free_allocation;
+}
+
+void set_memory_fraction(c10::DeviceIndex device, double fraction) {
+  TORCH_CHECK_VALUE(fraction >= 0 && fraction <= 1, "devx: invalid memory fraction ", fraction,
+                    ", it must be between 0 and 1");
+  DeviceBlocks& blocks = blocks_of(device);
+  size_t free_b = 0, total_b = 0;
+  DEVX_VENDOR_CHECK(g_vendor->mem_get_info(device, &free_b, &total_b));
+  std::lock_guard<std::mutex> lock(g_mutex);
+  blocks.set_reserve_limit(fraction >= 1 ? SIZE_MAX : static_cast<size_t>(fraction * static_cast<double>(total_b)));
+  g_fractions[device] = fraction;
+}
+
+double memory_fraction(c10::DeviceIndex device) {
+  check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_fractions.find(device);
+  return it == g_fractions.end() ? 1.0 : it->second;
 }
 
 void DevxAllocator::copy_data(void* dest, const void* src, std::size_t count) const {

@@ -32,6 +32,11 @@ class DevxAllocator final : public c10::DeviceAllocator {
 
 DevxAllocator* devx_allocator();
 
+// torch.devx.set_per_process_memory_fraction: the caching allocator reserves at most `fraction`
+// of `device`'s total memory (1.0: no limit but the device's).
+void set_memory_fraction(c10::DeviceIndex device, double fraction);
+double memory_fraction(c10::DeviceIndex device);
+
 // Grows or shrinks a devx storage to `nbytes`, keeping its leading bytes (what resize_ needs).
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 

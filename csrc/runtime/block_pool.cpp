@@ -157,6 +157,7 @@ Block* DeviceBlocks::adopt_free_segment(size_t size, bool small, int64_t stream)
 
 Block* DeviceBlocks::new_segment(size_t size, bool small, int64_t stream) {
   size_t segment = small ? kSmallBuffer : (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+  if (static_cast<size_t>(stats_.reserved_bytes[0].current) + segment > reserve_limit_) return nullptr;
   void* ptr = nullptr;
   DevxStatus status = g_vendor->malloc(device_, segment, &ptr);
   if (status == DEVX_ERROR_OOM) return nullptr;

@@ -75,6 +75,10 @@ class DeviceBlocks {
   void end_wait();
 
   c10::CachingDeviceAllocator::DeviceStats& stats() { return stats_; }
+  // The most this device's segments may reserve (set_per_process_memory_fraction); a request that
+  // would pass it is out of memory, as one the vendor refuses.
+  void set_reserve_limit(size_t bytes) { reserve_limit_ = bytes; }
+  size_t reserve_limit() const { return reserve_limit_; }
   // Current count and bytes of free blocks that are pieces of a split segment.
   std::pair<int64_t, int64_t> inactive_split() const;
   // Allocated and reserved bytes now, and the largest cached free block.
@@ -144,6 +148,7 @@ class DeviceBlocks {
   int waiters_ = 0;
   std::vector<DevxEventHandle> retired_;  // completed events, destroyed when nobody waits
   c10::CachingDeviceAllocator::DeviceStats stats_;
+  size_t reserve_limit_ = SIZE_MAX;
 };
 
 }  // namespace devx

@@ -1,12 +1,16 @@
 // c10's device-guard interface for devx: what makes torch.Stream, torch.Event,
 // torch.accelerator.* and the autograd engine's device switching work.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#if __has_include(<c10/core/DeviceCapability.h>)
+#include <c10/core/DeviceCapability.h>
+#endif
 
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/exception.h"
 #include "runtime/stream.h"
 #include "runtime/vendor.h"
+#include "runtime/sync_debug.h"
 
 namespace devx {
 
@@ -53,6 +57,18 @@ struct DevxGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     }
   }
 
+#if __has_include(<c10/core/DeviceCapability.h>)
+  // What torch.accelerator.get_device_capability reports: every dtype but the quantized ones,
+  // which have no devx layout.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    if (d.index() >= 0) check_device_index(d.index());
+    c10::DeviceCapability capability;
+    auto& types = capability.capability_data.supported_scalar_types;
+    types.has_QInt8 = types.has_QUInt8 = types.has_QInt32 = types.has_QUInt4x2 = types.has_QUInt2x4 = 0;
+    return capability;
+  }
+#endif
+
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
     TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "devx: event on device ",
@@ -93,7 +109,10 @@ struct DevxGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   bool queryStream(const c10::Stream& stream) const override { return DevxStream(stream).query(); }
-  void synchronizeStream(const c10::Stream& stream) const override { DevxStream(stream).synchronize(); }
+  void synchronizeStream(const c10::Stream& stream) const override {
+    sync_debug::on_host_wait("stream synchronize");
+    DevxStream(stream).synchronize();
+  }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override { synchronize_device(device_index); }
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
     devx_allocator()->recordStream(data_ptr, stream);

@@ -4,6 +4,7 @@
 #include "runtime/exception.h"
 #include "runtime/sanitizer.h"
 #include "runtime/vendor.h"
+#include "runtime/sync_debug.h"
 
 namespace devx {
 
@@ -50,6 +51,10 @@ void memcpy_on_stream(void* dst, const void* src, size_t n, DevxMemcpyKind kind,
 
 void memcpy_and_wait(void* dst, const void* src, size_t n, DevxMemcpyKind kind, const DevxStream& stream) {
   if (n == 0) return;
+  // As CUDA's blocking copies between host and device; copies between devices are device work.
+  if (kind == DEVX_MEMCPY_D2H || kind == DEVX_MEMCPY_H2D) {
+    sync_debug::on_host_wait(kind == DEVX_MEMCPY_D2H ? "a copy to the host" : "a copy from pageable host memory");
+  }
   memcpy_on_stream(dst, src, n, kind, stream);
   stream.synchronize();
 }

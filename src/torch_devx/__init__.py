@@ -87,7 +87,8 @@ atexit.register(diagnostics._report_autocompare_at_exit)
 atexit.register(diagnostics._report_leaks_at_exit)
 atexit.register(diagnostics._report_syncs_at_exit)
 
-if _environ.flag("DEVX_MOCK_CUDA", default=True):
+# DIPU_MOCK_CUDA is DIPU's name for the same switch; DEVX_MOCK_CUDA wins where both are set.
+if _environ.flag("DEVX_MOCK_CUDA", default=_environ.flag("DIPU_MOCK_CUDA", default=True)):
     cuda_mock.enable()
 
 vendor: str = _C._vendor_name()

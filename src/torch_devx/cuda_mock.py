@@ -23,7 +23,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._device import _device_constructors
 
-from . import _C, device_module
+from . import _C, device_module, nvtx
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +42,19 @@ _CUDA_FUNCS = (
     "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
     "reset_peak_memory_stats", "seed", "seed_all",
-    "set_device", "set_rng_state", "set_rng_state_all", "synchronize",
+    "set_device", "set_rng_state", "set_rng_state_all", "synchronize", "init",
+    "set_per_process_memory_fraction", "can_device_access_peer", "set_sync_debug_mode", "get_sync_debug_mode",
+    "default_generators",
     "Stream", "Event", "StreamContext", "current_stream", "default_stream", "set_stream", "stream",
 )
 # torch.* autocast state queries and setters that take a device type.
 _AUTOCAST_STATE = ("is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled", "set_autocast_dtype")
 # torch.cuda.memory's history and snapshot functions (memory_snapshot is torch.cuda's too).
 _CUDA_MEMORY_FUNCS = ("_record_memory_history", "_snapshot", "_dump_snapshot", "memory_snapshot")
+
+# torch.cuda.nvtx's functions: without an NVTX library (a CPU build of torch) they raise; under
+# mocking they open and close profiler ranges instead. Where NVTX exists they are left to it.
+_NVTX_FUNCS = ("range_push", "range_pop", "range_start", "range_end", "mark", "range")
 
 _saved: list[tuple[Any, str, Any]] = []
 _factories_wrapped = False
@@ -249,6 +255,11 @@ def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     setattr(owner, name, _wrappers[key])
 
 
+def _has_nvtx() -> bool:
+    stub = getattr(torch.cuda.nvtx, "_NVTXStub", None)
+    return not (stub is not None and isinstance(torch.cuda.nvtx._nvtx, stub))
+
+
 def enable() -> None:
     if _saved:
         return
@@ -286,6 +297,9 @@ def enable() -> None:
     _patch(torch.nn.Module, "to", _to)
     for name in _CUDA_FUNCS:
         _patch(torch.cuda, name, lambda original, name=name: getattr(device_module, name))
+    if not _has_nvtx():
+        for name in _NVTX_FUNCS:
+            _patch(torch.cuda.nvtx, name, lambda original, name=name: getattr(nvtx, name))
     for name in _CUDA_MEMORY_FUNCS:
         _patch(torch.cuda.memory, name, lambda original, name=name: getattr(device_module.memory, name))
     _patch(torch.cuda, "memory_snapshot", lambda original: device_module.memory.memory_snapshot)

@@ -75,6 +75,14 @@ def _lazy_init() -> None:
     """Initialisation happens at import; kept for code written against torch.cuda."""
 
 
+def init() -> None:
+    """As torch.cuda.init(): devx initialises at import, so this only checks that this process
+    may use it (a child forked after devx was used may not)."""
+    if _is_in_bad_fork():
+        raise RuntimeError("Cannot re-initialize devx in forked subprocess. To use devx with multiprocessing, "
+                           "you must use the 'spawn' start method")
+
+
 def _is_in_bad_fork() -> bool:
     """True in a process forked after devx was initialised: it cannot use the device (as CUDA)."""
     return _C._in_bad_fork()
@@ -200,6 +208,46 @@ def empty_cache() -> None:
     _C._empty_cache()
 
 
+def set_per_process_memory_fraction(fraction: float, device: _DeviceLike = None) -> None:
+    """The caching allocator reserves at most `fraction` (0 to 1) of the device's total memory; a
+    request beyond it is out of memory, as on CUDA."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(_index(device), fraction)
+
+
+def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
+    return _C._memory_fraction(_index(device))
+
+
+def can_device_access_peer(device: _DeviceLike, peer_device: _DeviceLike) -> bool:
+    """Whether `device` can read `peer_device`'s memory directly: any two different devx devices
+    (copies between them need no staging through the host); a device is not its own peer, as on
+    CUDA."""
+    return _index(device, optional=False) != _index(peer_device, optional=False)
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """"warn" (1) or "error" (2): a warning or a RuntimeError, naming the Python line, whenever an
+    operation makes the host wait for the device (a copy to or from host memory, `.item()`, a
+    stream's synchronize, an op that needs its data on the host); "default" (0) turns it off.
+    Device-wide synchronize() is not reported, as on CUDA."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    return _C._sync_debug_mode()
+
+
 # Random numbers: one default generator per device (torch.manual_seed seeds them all through
 # manual_seed_all, so a seeded devx run draws exactly the numbers a seeded CPU run draws).
 def _generator(device: _DeviceLike = None) -> torch.Generator:
@@ -260,6 +308,9 @@ def is_current_stream_capturing() -> bool:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "default_generators":
+        # As torch.cuda.default_generators: each device's default generator, by index.
+        return tuple(_generator(i) for i in range(device_count()))
     # Inductor's code generators, looked up by torch.compile on first use (see _inductor_backend).
     from . import _inductor_backend
 
@@ -268,4 +319,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'torch.devx' has no attribute {name!r}")
 
 
-from . import amp, memory  # noqa: E402,F401  (torch.devx.amp and .memory; they read the functions above)
+from . import amp, memory, nvtx  # noqa: E402,F401  (torch.devx.amp and .memory; they read the functions above)

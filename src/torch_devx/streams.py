@@ -2,6 +2,7 @@
 and torch.Event (which reach the devx runtime through its device guard)."""
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Optional
 
 import torch
@@ -27,6 +28,25 @@ class Stream(torch.Stream):
     @property
     def priority(self) -> int:
         return 0 if self.stream_id == 0 else -((self.stream_id - 1) // _STREAMS_PER_POOL)
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """(least, greatest) priority, as torch.cuda.Stream.priority_range()."""
+        from . import _C
+
+        return tuple(_C._stream_priority_range())
+
+    @property
+    def cuda_stream(self) -> int:
+        """The vendor's handle of this stream as an integer (a cudaStream_t on the cuda vendor),
+        for libraries that take a raw stream; the name is torch.cuda.Stream's."""
+        from . import _C
+
+        return _C._stream_handle(self.device_index, self.stream_id)
+
+    @property
+    def _as_parameter_(self) -> ctypes.c_void_p:
+        return ctypes.c_void_p(self.cuda_stream)
 
     def __repr__(self) -> str:
         return f"<torch.devx.Stream device={self.device} stream_id={self.stream_id} priority={self.priority}>"
