@@ -289,3 +289,28 @@ def test_compute_allocator_entry_points_hand_out_devx_memory():
     assert_child_ok(proc)
     assert proc.stdout.strip() == "alive"
     assert "which devx never handed it" in proc.stderr
+
+
+def test_runtime_allocator_settings_are_checked_and_applied():
+    proc = run_python("""
+import torch, torch_devx
+big = 32 << 20
+def oversize_after_alloc():
+    x = torch.empty(big, dtype=torch.uint8, device="devx")
+    n = torch.devx.memory_stats()["oversize_segments.current"]
+    del x
+    torch.devx.empty_cache()
+    return n
+assert oversize_after_alloc() == 0
+try:
+    torch._C._accelerator_setAllocatorSettings("bogus:1")
+    raise AssertionError("an unknown allocator setting was accepted")
+except ValueError as e:
+    assert "bogus" in str(e), e
+torch._C._accelerator_setAllocatorSettings("max_split_size_mb:21")
+assert oversize_after_alloc() == 1          # 32 MiB is above the new split limit
+torch._C._accelerator_setAllocatorSettings("expandable_segments:False,roundup_power2_divisions:[64:8,256:4]")
+print("OK")
+""")
+    assert_child_ok(proc)
+    assert "OK" in proc.stdout

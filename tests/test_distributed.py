@@ -529,6 +529,26 @@ def test_bad_calls_are_clear_errors(world_of_one):
         dist.all_gather([torch.empty(3, device="devx")], torch.ones(3))
 
 
+def test_ddp_times_its_steps_with_devx_events(world_of_one):
+    # DDP's runtime statistics come from the device's timer: without one for devx it warns that
+    # time stats are only collected for CPU and CUDA, and measures host time instead.
+    import warnings
+
+    import torch
+
+    dist = world_of_one
+    dist.init_process_group("devx", store=dist.HashStore(), rank=0, world_size=1)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64).to("devx"))
+    x = torch.randn(32, 64, device="devx")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            model(x).sum().backward()
+    assert not [w for w in caught if "Time stats" in str(w.message)], [str(w.message) for w in caught]
+    stats = model._get_ddp_logging_data()
+    assert stats["avg_forward_compute_time"] > 0 and stats["avg_backward_compute_time"] > 0, stats
+
+
 def test_nccl_maps_to_devx_only_while_mocking(devx):
     from torch_devx import cuda_mock, distributed
 

@@ -220,6 +220,7 @@ void init(const std::vector<std::string>& vendor_paths, bool requested) {
   devx::log::reload();
   devx::load_vendor(vendor_paths, requested);
   devx::check_allocator_settings();
+  devx::install_allocator_settings_hook();
   devx::install_compute_routing(devx::vendor().compute_device_type);
   devx::init_kernel_table();
   devx::register_long_tail();

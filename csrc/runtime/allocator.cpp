@@ -6,8 +6,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include <c10/core/AllocatorConfig.h>
 #include <c10/util/flat_hash_map.h>
 
 #include "runtime/block_pool.h"
@@ -37,9 +39,19 @@ ska::flat_hash_map<void*, std::pair<c10::DeviceIndex, Block*>> g_live;
 // The fractions set by set_memory_fraction, by device (those not set are 1.0).
 std::map<c10::DeviceIndex, double> g_fractions;
 
-const AllocatorSettings& settings() {
-  static const AllocatorSettings s = read_allocator_settings();
+// Changed after start only by apply_allocator_settings, under g_mutex.
+AllocatorSettings& settings() {
+  static AllocatorSettings s = read_allocator_settings();
   return s;
+}
+
+// torch._C._accelerator_setAllocatorSettings (torch.cuda.memory._set_allocator_settings under
+// mocking): c10 parses the keys every accelerator shares, and refuses unknown ones once a device
+// hook is installed (it ignores them otherwise); devx's hook applies max_split_size_mb to its cache.
+void apply_allocator_settings(const std::string& env) {
+  if (env.find("max_split_size_mb") == std::string::npos) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  settings().max_split_size = c10::CachingAllocator::AcceleratorAllocatorConfig::max_split_size();
 }
 
 std::vector<std::unique_ptr<DeviceBlocks>>& all_devices() {
@@ -365,6 +377,13 @@ bool free_if_devx_allocation(void* ptr) {
 
 void check_allocator_settings() {
   settings();
+}
+
+bool install_allocator_settings_hook() {
+  auto& hook = c10::CachingAllocator::AcceleratorAllocatorConfig::getConfigParserHook();
+  if (hook) return false;  // a torch with CUDA parses its own keys
+  hook = &apply_allocator_settings;
+  return true;
 }
 
 std::vector<SegmentView> allocator_segments() {
