@@ -55,6 +55,24 @@ def test_stops_at_planted_inf_in_model(tools):
     assert "nan=0 inf=0" not in err.hit.outputs[0]  # x > 0 / 0 is inf, relu's zeros / 0 are nan
 
 
+def test_a_forward_hit_names_the_module_path(tools):
+    # A line shared by every layer says little; the module path says which layer.
+    class Outer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList([Model(plant=False), Model(plant=True)])
+
+        def forward(self, x):
+            return sum(block(x) for block in self.blocks)
+
+    x = torch.rand(2, 4, device="devx") + 1
+    with pytest.raises(tools.NonFiniteError) as info:
+        with tools.OverflowCheck():
+            Outer().to("devx")(x)
+    assert info.value.hit.module == "blocks.1 (Model)"
+    assert "produced inf/nan in module blocks.1 (Model), called at" in str(info.value)
+
+
 def test_log_of_zero_names_torch_log(tools):
     x = torch.tensor([1.0, 0.0, 2.0], device="devx")
     with pytest.raises(tools.NonFiniteError) as info:

@@ -67,7 +67,7 @@ class Hit:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     node: str = ""             # a backward op: the autograd node running it ("SqrtBackward0")
-    module: str = ""           # a backward op: the module of its forward call, "" outside modules
+    module: str = ""           # the module running the call (a backward op: its forward call's), "" outside modules
 
     def describe(self) -> str:
         if self.node:
@@ -75,7 +75,9 @@ class Hit:
                     + (f", in module {self.module}" if self.module else "")
                     + f", backward of the call at {self.location or '<unknown>'}")
         else:
-            head = f"{self.api} produced inf/nan, called at {self.location or '<unknown>'}"
+            head = (f"{self.api} produced inf/nan"
+                    + (f" in module {self.module}" if self.module else "")
+                    + f", called at {self.location or '<unknown>'}")
         lines = [head + (f": {self.source}" if self.source else "")]
         lines += [f"  input  {s}" for s in self.inputs] or ["  (no tensor inputs)"]
         lines += [f"  output {s}" for s in self.outputs]
@@ -188,7 +190,7 @@ class OverflowCheck(ModeTool):
                 filename, lineno = frame.f_code.co_filename, frame.f_lineno
                 location = f"{filename}:{lineno}"
                 source = linecache.getline(filename, lineno).strip()
-            self._hit(name, location, source, args, kwargs, bad, multiple)
+            self._hit(name, location, source, args, kwargs, bad, multiple, module=self._tracker.path)
         return out
 
     def _hit(self, name: str, location: str, source: str, args: tuple, kwargs: dict, bad: list, multiple: bool,
