@@ -269,3 +269,33 @@ def test_plot_without_history_or_with_bad_path(devx, tmp_path):
         del keep
     finally:
         mem._record_memory_history(enabled=None, clear_history=True)
+
+
+def test_timeline_markers_and_what_is_live_at_the_peak(history, tmp_path):
+    import torch
+
+    model = torch.nn.Linear(8, 8).to("devx")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    history.mark("start")
+    with torch.profiler.record_function("phase big"):
+        big = [torch.empty(MiB, device="devx") for _ in range(3)]  # BIG
+        del big
+    model(torch.ones(2, 8, device="devx")).sum().backward()
+    opt.step()
+    history.mark("end")
+
+    markers = [(m.kind, m.name) for m in history.memory_markers()]
+    assert markers[0] == ("mark", "start") and markers[-1] == ("mark", "end"), markers
+    assert ("begin", "phase big") in markers and ("end", "phase big") in markers
+    assert any(kind == "begin" and name.startswith("Optimizer.step#SGD") for kind, name in markers), markers
+    times = [m.time_us for m in history.memory_markers()]
+    assert times == sorted(times)
+
+    peak = history.memory_peak()
+    assert peak.phase == "phase big"
+    top = peak.live[0]
+    assert top.where.endswith(f"test_memory_snapshot.py:{_line_of('# BIG')}") and top.count == 3, peak.live
+    assert top.bytes == 3 * 4 * MiB and peak.allocated >= top.bytes
+    page = history.plot_memory_timeline(str(tmp_path / "t.html"))
+    text = open(page, encoding="utf-8").read()
+    assert "phase big" in text and f"test_memory_snapshot.py:{_line_of('# BIG')}" in text

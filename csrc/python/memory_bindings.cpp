@@ -10,6 +10,7 @@
 #include "runtime/device.h"
 #include "runtime/env.h"
 #include "runtime/memory_history.h"
+#include "runtime/memory_markers.h"
 #include "runtime/sync_debug.h"
 
 namespace py = pybind11;
@@ -132,6 +133,7 @@ void record_history(bool enabled, bool trace, const std::string& context, bool c
                     bool clear) {
   if (!enabled) {
     history::configure(nullptr, clear);
+    history::set_marking(false, 0, clear);
     return;
   }
   history::Settings s;
@@ -143,6 +145,7 @@ void record_history(bool enabled, bool trace, const std::string& context, bool c
   s.cpp_frames = cpp_frames;
   s.max_entries = max_entries;
   history::configure(&s, clear);
+  history::set_marking(s.trace, max_entries, clear);
 }
 
 }  // namespace
@@ -154,6 +157,12 @@ void bind_memory(py::module_& m) {
   m.def("_memory_snapshot", &snapshot);
   m.def("_memory_timeline", &timeline);
   m.def("_memory_history_recording", &history::recording);
+  m.def("_memory_mark", &history::mark);
+  m.def("_memory_markers", [] {
+    std::vector<std::tuple<int64_t, std::string, std::string>> rows;
+    for (const history::Marker& m : history::markers()) rows.emplace_back(m.time_us, m.kind, m.name);
+    return rows;
+  });
   // Giving memory back waits for the device, whose queued work may need the GIL (a held stream is
   // released from Python).
   m.def("_empty_cache", [] {

@@ -128,6 +128,87 @@ def memory_timeline(device: Any = None) -> list[TimelineEvent]:
     return [TimelineEvent(*row) for row in _C._memory_timeline(_index(device))]
 
 
+class Marker(NamedTuple):
+    time_us: int  # the clock of the timeline: microseconds since the epoch
+    kind: str  # "begin"/"end" of a record_function range (torch.profiler.record_function, an
+    #            optimizer step, an nvtx range) or "mark" (mark())
+    name: str
+
+
+def mark(name: str) -> None:
+    """A named point on the memory timeline ("step 3", "after load"), kept while history is recorded."""
+    if _C._memory_history_recording():
+        _C._memory_mark(str(name))
+
+
+def memory_markers() -> list[Marker]:
+    """The markers kept while history was recorded, oldest first: record_function ranges opened
+    and closed by the user's code (optimizer steps among them) and mark() points."""
+    return [Marker(*m) for m in _C._memory_markers()]
+
+
+class PeakGroup(NamedTuple):
+    where: str  # the user's line that allocated, "(no Python frame: ...)" or "(before the recorded history)"
+    count: int
+    bytes: int
+
+
+class MemoryPeak(NamedTuple):
+    time_us: int
+    allocated: int
+    phase: str  # the record_function ranges open at the peak, outermost first ("" outside any)
+    live: list[PeakGroup]  # what was live at the peak, by the line that allocated it, most bytes first
+
+
+def _allocating_line(frames: list[dict[str, Any]]) -> str:
+    from ._frames import is_library_file
+
+    for f in frames:
+        # C++ frames (stacks="all") come with line 0.
+        if f["line"] > 0 and not is_library_file(f["filename"]):
+            return f"{f['filename']}:{f['line']}"
+    return "(no Python frame: autograd's backward, or a thread without Python)"
+
+
+def _phase_at(time_us: int) -> str:
+    open_ranges: list[str] = []
+    for m in memory_markers():
+        if m.time_us > time_us:
+            break
+        if m.kind == "begin":
+            open_ranges.append(m.name)
+        elif m.kind == "end" and m.name in open_ranges:
+            del open_ranges[len(open_ranges) - 1 - open_ranges[::-1].index(m.name)]
+    return " > ".join(open_ranges)
+
+
+def memory_peak(device: Any = None) -> MemoryPeak:
+    """When the recorded history peaked in live bytes on `device`, in which record_function ranges,
+    and what was live then, grouped by the user's line that allocated it."""
+    index = _index(device)
+    events = memory_timeline(index)
+    if not events:
+        raise RuntimeError("no memory history recorded: call torch.devx.memory._record_memory_history() before the run")
+    at = max(range(len(events)), key=lambda i: events[i].allocated)
+    trace = _C._memory_snapshot()["device_traces"][index]
+    live: dict[int, tuple[int, str]] = {}
+    for entry in trace[: at + 1]:
+        if entry["action"] == "alloc":
+            live[entry["addr"]] = (entry["size"], _allocating_line(entry["frames"]))
+        elif entry["action"] in ("free_requested", "free_completed"):
+            live.pop(entry["addr"], None)
+    groups: dict[str, list[int]] = {}
+    for size, where in live.values():
+        g = groups.setdefault(where, [0, 0])
+        g[0] += 1
+        g[1] += size
+    unseen = events[at].allocated - sum(size for size, _ in live.values())
+    if unseen > 0:
+        groups["(before the recorded history)"] = [0, unseen]
+    rows = sorted((PeakGroup(w, c, b) for w, (c, b) in groups.items()), key=lambda g: -g.bytes)
+    return MemoryPeak(events[at].time_us, events[at].allocated, _phase_at(events[at].time_us), rows)
+
+
 def _format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
@@ -136,7 +217,10 @@ def _format_bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def _svg(events: list[TimelineEvent], width: int = 900, height: int = 320) -> str:
+_MAX_DRAWN_MARKERS = 40
+
+
+def _svg(events: list[TimelineEvent], markers: list[Marker] = (), width: int = 900, height: int = 320) -> str:
     left, right, top, bottom = 80, 20, 20, 40
     t0 = events[0].time_us
     span_t = max(events[-1].time_us - t0, 1)
@@ -162,6 +246,12 @@ def _svg(events: list[TimelineEvent], width: int = 900, height: int = 320) -> st
         f"{_format_bytes(top_bytes * f)}</text>"
         for f in (0, 0.25, 0.5, 0.75, 1)
     )
+    # Where ranges begin and points were marked, within the drawn span (the first ones, if many).
+    shown = [m for m in markers if m.kind != "end" and t0 <= m.time_us <= events[-1].time_us][:_MAX_DRAWN_MARKERS]
+    for m in shown:
+        x = left + (m.time_us - t0) / span_t * (width - left - right)
+        ticks += (f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{height - bottom}" stroke="#bbb" '
+                  f'stroke-dasharray="3,3"><title>{html.escape(m.name)}</title></line>')
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="11" '
         f'font-family="sans-serif">'
@@ -181,11 +271,13 @@ def _html(events_by_device: dict[int, list[TimelineEvent]]) -> str:
         "<p><span style='color:#4e79a7'>&#9632; allocated (live)</span> &nbsp; "
         "<span style='color:#e15759'>&#9632; reserved (cached)</span></p>",
     ]
+    markers = memory_markers()
     for device, events in events_by_device.items():
         peak = max(events, key=lambda e: e.allocated)
         worst = max(events, key=lambda e: e.fragmentation)
+        at_peak = memory_peak(device)
         parts.append(f"<h2>devx:{device}</h2>")
-        parts.append(_svg(events))
+        parts.append(_svg(events, markers))
         parts.append(
             "<ul>"
             f"<li>{len(events)} allocator actions</li>"
@@ -193,7 +285,11 @@ def _html(events_by_device: dict[int, list[TimelineEvent]]) -> str:
             f"peak reserved {html.escape(_format_bytes(max(e.reserved for e in events)))}</li>"
             f"<li>worst fragmentation {html.escape(_format_bytes(worst.fragmentation))} "
             f"({worst.fragmentation_ratio:.0%} of the free cached bytes outside the largest free block)</li>"
-            "</ul>"
+            f"<li>at the peak{' (in ' + html.escape(at_peak.phase) + ')' if at_peak.phase else ''}, live by "
+            "the line that allocated it:<ul>"
+            + "".join(f"<li>{html.escape(_format_bytes(g.bytes))} in {g.count} allocations: {html.escape(g.where)}</li>"
+                      for g in at_peak.live[:10])
+            + "</ul></li></ul>"
         )
     parts.append("</body></html>")
     return "\n".join(parts)
