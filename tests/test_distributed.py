@@ -549,6 +549,24 @@ def test_ddp_times_its_steps_with_devx_events(world_of_one):
     assert stats["avg_forward_compute_time"] > 0 and stats["avg_backward_compute_time"] > 0, stats
 
 
+def test_collectives_have_a_device_row_in_the_profiler(world_of_one):
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    dist = world_of_one
+    dist.init_process_group("devx", store=dist.HashStore(), rank=0, world_size=1)
+    t = torch.ones(1 << 16, device="devx")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        dist.all_reduce(t)
+        dist.all_reduce(t, async_op=True).wait()
+        dist.broadcast(t, src=0)
+    rows = [e for e in prof.events() if "all_reduce (gloo)" in e.name or "broadcast (gloo)" in e.name]
+    assert len([e for e in rows if "all_reduce" in e.name]) == 2 and len(rows) == 3, [e.name for e in prof.events()]
+    assert all(e.device_type == DeviceType.PrivateUse1 and e.device_index == 0 for e in rows)
+    assert all(e.time_range.end >= e.time_range.start for e in rows)
+
+
 def test_nccl_maps_to_devx_only_while_mocking(devx):
     from torch_devx import cuda_mock, distributed
 

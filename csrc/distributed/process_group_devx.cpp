@@ -5,6 +5,7 @@
 #include "aten/compute_scope.h"
 #include "distributed/call_check.h"
 #include "distributed/work_devx.h"
+#include "profiler/device_activity.h"
 #include "runtime/device.h"
 #include "runtime/sanitizer.h"
 #include "runtime/stream.h"
@@ -55,6 +56,34 @@ void await_streams(at::TensorList ts) {
     if (!t.defined() || t.device().type() != kDevx || t.device().index() == done) continue;
     done = t.device().index();
     getCurrentDevxStream(done).synchronize();
+  }
+}
+
+// torch.profiler's device row for a collective, as NCCL's kernels show on CUDA: a host-timed span
+// on the devx stream of its tensors, from issue to the engine's completion of the work (gloo runs
+// it on its own threads, which no stream event brackets).
+profiler::HostSpan begin_collective_span(const char* collective, const std::vector<at::Tensor>& outputs,
+                                         const std::string& engine_name) {
+  if (C10_LIKELY(!profiler::recording())) return {};
+  size_t bytes = 0;
+  c10::DeviceIndex device = -1;
+  for (const at::Tensor& t : outputs) {
+    if (!t.defined() || t.device().type() != kDevx) continue;
+    if (device < 0) device = t.device().index();
+    bytes += t.nbytes();
+  }
+  if (device < 0) return {};
+  return profiler::begin_host_span(profiler::ActivityKind::kKernel, std::string(collective) + " (" + engine_name + ")",
+                                   getCurrentDevxStream(device), bytes);
+}
+
+void end_collective_span(const c10::intrusive_ptr<c10d::Work>& engine_work, const profiler::HostSpan& span) {
+  if (span.slot < 0) return;
+  try {
+    engine_work->getFuture()->addCallback([span](c10::ivalue::Future&) { profiler::end_host_span(span); });
+  } catch (const std::exception&) {
+    // Work without a future (gloo's send/recv) is timed to its issue only.
+    profiler::end_host_span(span);
   }
 }
 
@@ -141,7 +170,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::wrap(const std::function<c10::i
                                                       std::vector<at::Tensor> outputs, c10d::OpType type,
                                                       const char* collective) {
   std::shared_ptr<sanitizer::DeviceWorkHold> hold = std::move(t_issuing);
+  const profiler::HostSpan span = begin_collective_span(collective, outputs, engine_name_);
   c10::intrusive_ptr<c10d::Work> engine_work = issue();
+  end_collective_span(engine_work, span);
   std::string what = describe(collective, outputs);
   return c10::make_intrusive<WorkDevx>(std::move(engine_work), std::move(outputs), rank_, type, std::move(what),
                                        engine_name_, std::move(hold));
@@ -180,7 +211,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce(std::vector<at::Tenso
   }
   // Issued under the ledger's lock, so that it is tracked before anything else is issued.
   std::shared_ptr<sanitizer::DeviceWorkHold> hold = std::move(t_issuing);
+  const profiler::HostSpan span = begin_collective_span("all_reduce", tensors, engine_name_);
   c10::intrusive_ptr<c10d::Work> engine_work = engine.allreduce(views, o);
+  end_collective_span(engine_work, span);
   std::string what = describe("all_reduce", tensors);
   auto call = ledger_->track(engine_work, views[0], tensors, std::move(signature), *blind_form(tensors, opts.reduceOp),
                              what);

@@ -34,6 +34,10 @@ struct Pending {
   DevxStreamHandle handle;
   DevxEventHandle start = nullptr;
   DevxEventHandle end = nullptr;
+  // A host-timed span (begin_host_span): its times, end_ns 0 until it ends; no events.
+  bool host_timed = false;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
 };
 
 // Per device: an event recorded when the recording started, and the Unix time it stands for.
@@ -75,7 +79,7 @@ DevxEventHandle timed_event_on(c10::DeviceIndex device, DevxStreamHandle stream)
 
 void destroy_pending_locked() {
   for (auto& p : g_pending) {
-    g_vendor->event_destroy(p.start);
+    if (p.start) g_vendor->event_destroy(p.start);
     if (p.end) g_vendor->event_destroy(p.end);
   }
   g_pending.clear();
@@ -156,6 +160,35 @@ void DeviceSpan::finish() {
   }
 }
 
+HostSpan begin_host_span(ActivityKind kind, std::string name, const DevxStream& stream, size_t bytes) {
+  HostSpan span;
+  if (!recording()) return span;
+  Pending p{};
+  p.kind = kind;
+  p.name = std::move(name);
+  p.device = stream.device_index();
+  p.stream = stream.id();
+  p.correlation = t_correlation.empty() ? 0 : t_correlation.back();
+  p.bytes = bytes;
+  p.thread = system_thread_id();
+  p.handle = stream.handle();
+  p.host_timed = true;
+  p.start_ns = p.launch_start_ns = p.launch_end_ns = unix_now_ns();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  p.id = ++g_last_id;
+  span.slot = static_cast<int64_t>(g_pending.size());
+  span.generation = g_generation;
+  g_pending.push_back(std::move(p));
+  return span;
+}
+
+void end_host_span(const HostSpan& span) {
+  if (span.slot < 0) return;
+  const int64_t now = unix_now_ns();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (span.generation == g_generation) g_pending[span.slot].end_ns = now;
+}
+
 DeviceSpan::~DeviceSpan() {
   // An exception inside the work leaves the span open; close it so its events are released.
   if (slot_ >= 0) {
@@ -219,6 +252,14 @@ std::vector<Activity> collect() {
   std::vector<Activity> out;
   out.reserve(pending.size());
   for (auto& p : pending) {
+    if (p.host_timed) {
+      // One still running when the recording is collected is left out, as an unfinished span.
+      if (p.end_ns != 0) {
+        out.push_back(Activity{p.kind, std::move(p.name), p.device, p.stream, p.correlation, p.id, p.start_ns,
+                               p.end_ns, p.launch_start_ns, p.launch_end_ns, p.bytes, p.thread});
+      }
+      continue;
+    }
     if (p.end != nullptr && p.device < static_cast<c10::DeviceIndex>(anchors.size())) {
       const Anchor& anchor = anchors[p.device];
       out.push_back(Activity{p.kind, std::move(p.name), p.device, p.stream, p.correlation, p.id,

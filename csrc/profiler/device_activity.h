@@ -97,6 +97,16 @@ class DeviceSpan {
   uint64_t generation_ = 0;
 };
 
+// A span the host times itself, for device work that no stream event can bracket: a collective
+// that the engine runs on its own threads (gloo), from its issue to the completion of its work.
+// Returned by begin_host_span (inert when not recording); end_host_span may run on any thread.
+struct HostSpan {
+  int64_t slot = -1;
+  uint64_t generation = 0;
+};
+HostSpan begin_host_span(ActivityKind kind, std::string name, const DevxStream& stream, size_t bytes = 0);
+void end_host_span(const HostSpan& span);
+
 // Called (under no lock) after every start or stop of a recording: the op path's diagnostics gate
 // listens, so profiled ops take the path that records their spans.
 void add_recording_listener(void (*listener)());
