@@ -50,7 +50,7 @@ def test_dump_levels_switch_at_run_time():
     assert "aten::add.Tensor" not in err and "aten::sub.Tensor  kernel" in err
     # level 1: op and kernel, no arguments
     line = next(l for l in err.splitlines() if "aten::mul.Tensor" in l)
-    assert "kernel: devx" in line
+    assert line.endswith("op aten::mul.Tensor  kernel: devx  at <string>:7"), line  # the user's line, at every level
     assert "    self: Tensor" not in err.split("aten::mul.Tensor")[1].split("aten::")[0]
     # level 2: metadata of a transposed view: sizes, strides, is_view, dtype, device, scalar
     sub = err.split("aten::sub.Tensor  kernel")[1]
@@ -202,6 +202,25 @@ def test_dump_cap_setting_is_validated_and_zero_prints_statistics_only(diag):
     args = _dump_blocks(proc.stderr, "exp")[0]
     assert "values: 3 elements, not printed (DEVX_DUMP_OP_ARGS_MAX_ELEMENTS=0)" in args
     assert "stats: min -2  max 4  mean 1  nan 0  inf 0" in args
+
+
+def test_dump_of_the_backward_pass_names_the_forward_line_and_node():
+    code = textwrap.dedent("""
+        import os, torch, torch_devx
+        w = torch.randn(3, 4, device="devx", requires_grad=True)
+        x = torch.randn(2, 3, device="devx")
+        os.environ["DIPU_DUMP_OP_ARGS"] = "1"
+        y = (x @ w).tanh()                       # line 6
+        y.sum().backward()                       # line 7
+        os.environ["DIPU_DUMP_OP_ARGS"] = "0"
+    """)
+    proc = run_python(code)
+    assert_child_ok(proc)
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("[devx OPS INFO] op aten::")]
+    assert any(l.endswith("aten::mm  kernel: devx  at <string>:6") for l in lines), lines
+    # tanh's gradient and the matmul's, each named after its forward line and autograd node
+    assert any("aten::tanh_backward  kernel: devx  at <string>:6 (backward: TanhBackward0)" in l for l in lines), lines
+    assert any("aten::mm  kernel: devx  at <string>:6 (backward: MmBackward0)" in l for l in lines), lines
 
 
 def test_bad_dump_level_is_a_value_error():

@@ -21,6 +21,7 @@
 #include "runtime/vendor.h"
 #include "runtime/env.h"
 #include "runtime/log.h"
+#include "runtime/op_origin.h"
 #include "runtime/python_hooks.h"
 #include "runtime/sanitizer.h"
 
@@ -156,6 +157,7 @@ void refresh_locked() {
   g_copy_flags.store(flags_of(s, "copy_"), std::memory_order_relaxed);
   g_dump_level.store(s.dump_level, std::memory_order_relaxed);
   g_dump_max_elements.store(s.dump_max_elements, std::memory_order_relaxed);
+  op_origin::observe(op_origin::Client::kDump, s.dump_level > 0);
   if (s.force_patterns != g_settings.force_patterns) g_confirmed_forced.clear();
   g_settings = std::move(s);
   g_flag_cache.clear();
@@ -242,6 +244,15 @@ void confirm_forced(const std::string& name) {
                                        pattern + "')");
 }
 
+// Where the user's program issued the op: its line; for an op of the backward pass, the line of
+// the forward op whose node runs, and the node.
+std::string issued_at() {
+  const op_origin::Current current = op_origin::current();
+  if (!current.backward) return python_site().str();
+  const std::string forward = current.forward.str();
+  return (forward.empty() ? std::string("?") : forward) + " (backward: " + *current.op + ")";
+}
+
 }  // namespace
 
 bool intercepts(int op) {
@@ -290,7 +301,7 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
   const char* kernel = (flags & kForce) ? "cpu fallback (forced)" : (flags & kOverride) ? "python override" : "devx";
   if (dump.level > 0) {
     QuietScope quiet;
-    dump_args(op, *stack, dump, kernel, python_site().str());
+    dump_args(op, *stack, dump, kernel, issued_at());
   }
   std::vector<c10::IValue> hooked_args;
   if (flags & (kHook | kSanitize)) {

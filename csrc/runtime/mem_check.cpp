@@ -1,18 +1,16 @@
 #include "runtime/mem_check.h"
 
-#include <ATen/record_function.h>
-
 #include <algorithm>
 #include <iomanip>
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <string_view>
 #include <unordered_map>
 
 #include "runtime/env.h"
 #include "runtime/log.h"
 #include "runtime/native_stack.h"
+#include "runtime/op_origin.h"
 
 namespace devx::memcheck {
 
@@ -39,89 +37,13 @@ uint64_t g_serial = 0;
 std::atomic<bool> g_backtrace{false};
 std::atomic<int64_t> g_interval{0};
 
-// What runs on this thread, as RecordFunction reports it: the outermost op or autograd node.
-thread_local int t_depth = 0;
-thread_local std::string t_op;
-thread_local bool t_backward = false;
-thread_local PythonSite t_forward;
-
-// The user's line of each forward op that may make autograd nodes, by (thread, the sequence number
-// its first node gets): nodes numbered from there up to the next entry's number were made by it.
-// Bounded: past kMaxForward entries the older half is forgotten.
-constexpr size_t kMaxForward = 1 << 18;
-std::mutex g_forward_mutex;
-std::map<std::pair<uint64_t, int64_t>, PythonSite> g_forward;
-
-void note_forward(uint64_t thread, int64_t seq, PythonSite site) {
-  std::lock_guard<std::mutex> lock(g_forward_mutex);
-  g_forward[{thread, seq}] = site;
-  if (g_forward.size() > kMaxForward) {
-    auto end = g_forward.begin();
-    std::advance(end, g_forward.size() / 2);
-    g_forward.erase(g_forward.begin(), end);
-  }
-}
-
-PythonSite forward_site(uint64_t thread, int64_t seq) {
-  std::lock_guard<std::mutex> lock(g_forward_mutex);
-  auto it = g_forward.upper_bound({thread, seq});
-  if (it == g_forward.begin()) return {};
-  --it;
-  return it->first.first == thread ? it->second : PythonSite{};
-}
-
-std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-    // The engine runs a node inside its own record ("autograd::engine::evaluate_function: ..."),
-    // which does not say which thread made the node; the node's record does.
-    ++t_depth;
-    if (!t_backward || t_forward.file == nullptr) {
-      t_op = fn.name();
-      t_backward = true;
-      t_forward = forward_site(fn.forwardThreadId(), fn.seqNr());
-    }
-    return nullptr;
-  }
-  if (t_depth++ > 0) return nullptr;
-  constexpr std::string_view kEngine = "autograd::engine::evaluate_function: ";
-  std::string_view name = fn.name();
-  t_backward = name.substr(0, kEngine.size()) == kEngine;
-  t_op = t_backward ? name.substr(kEngine.size()) : name;
-  if (!t_backward && fn.seqNr() >= 0) note_forward(fn.threadId(), fn.seqNr(), python_site());
-  return nullptr;
-}
-
-void on_op_end(const at::RecordFunction&, at::ObserverContext*) {
-  if (--t_depth == 0) {
-    t_op.clear();
-    t_backward = false;
-    t_forward = {};
-  }
-}
-
-std::mutex g_callback_mutex;
-at::CallbackHandle g_callback = at::INVALID_CALLBACK_HANDLE;
-
-// The op observer runs only while the checker is on: off, ops pay nothing for it.
-void observe_ops(bool on) {
-  std::lock_guard<std::mutex> lock(g_callback_mutex);
-  if (on && g_callback == at::INVALID_CALLBACK_HANDLE) {
-    g_callback = at::addGlobalCallback(at::RecordFunctionCallback(&on_op_start, &on_op_end)
-                                           .needsInputs(false)
-                                           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
-  } else if (!on && g_callback != at::INVALID_CALLBACK_HANDLE) {
-    at::removeCallback(g_callback);
-    g_callback = at::INVALID_CALLBACK_HANDLE;
-  }
-}
-
 void reload() {
   try {
     const bool on = env::get_bool("DIPU_MEM_CHECK", false);
     g_backtrace.store(env::get_bool("DIPU_MEM_CHECK_ENABLE_BACKTRACE", false), std::memory_order_relaxed);
     g_interval.store(env::get_int("DIPU_MEM_CHECK_LOG_INTERVAL", 0, 0, std::numeric_limits<int64_t>::max()),
                      std::memory_order_relaxed);
-    observe_ops(on);
+    op_origin::observe(op_origin::Client::kMemCheck, on);
     g_enabled.store(on, std::memory_order_relaxed);
   } catch (const std::exception&) {
     // A bad value is reported by the Python layer, which validates it at the assignment.
@@ -177,7 +99,8 @@ std::string summary_locked() {
 }  // namespace
 
 void on_alloc(void* ptr, size_t size, c10::DeviceIndex device) {
-  Record r{size, device, 0, python_site(), t_op, t_backward, t_forward, {}, {}};
+  const op_origin::Current op = op_origin::current();
+  Record r{size, device, 0, python_site(), *op.op, op.backward, op.forward, {}, {}};
   if (g_backtrace.load(std::memory_order_relaxed)) {
     r.python_stack = python_frames();
     r.cpp_stack = capture_native_stack(/*skip=*/1, /*max_frames=*/32);
