@@ -100,12 +100,13 @@ def _holders() -> dict[int, str]:
         objects = [o for o in objects if isinstance(o, (torch.nn.Module, torch.optim.Optimizer))]
     for o in objects:
         if isinstance(o, torch.nn.Module):
-            for t in (*o._parameters.values(), *o._buffers.values()):
+            # A module whose __init__ has not run (or failed) has no parameter dicts yet.
+            for t in (*getattr(o, "_parameters", {}).values(), *getattr(o, "_buffers", {}).values()):
                 if t is not None:
                     claim(t, PARAMETERS)
-        elif isinstance(o, torch.optim.Optimizer):
-            for state in o.state.values():
-                for v in state.values():
+        else:
+            for state in getattr(o, "state", {}).values():
+                for v in state.values() if isinstance(state, dict) else ():
                     claim(v, OPTIMIZER)
     for t in tensors:
         if t.is_leaf and t.requires_grad:
