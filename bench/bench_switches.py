@@ -1,6 +1,6 @@
 """The cost of each diagnostics switch, on and off, as ratios against everything off in the same run.
 
-    python bench/bench_switches.py [--quick] [--json out.json]
+    python bench/bench_switches.py [--quick] [--only REGEX] [--json out.json]
 
 For every switch: a small op (16-element add) and a CNN train step (batch 8, 32x32), timed with
 the switch on and with everything off, interleaved and repeated; the figure is the median on/off
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -57,6 +58,8 @@ def _op_hook() -> tuple[Callable[[], None], Callable[[], None]]:
 
 SWITCHES: dict[str, tuple[Callable[[], None], Callable[[], None]]] = {
     "DIPU_DUMP_OP_ARGS=1": _env(DIPU_DUMP_OP_ARGS="1"),
+    "DIPU_DUMP_OP_ARGS=2": _env(DIPU_DUMP_OP_ARGS="2"),
+    "DIPU_DUMP_OP_ARGS=3": _env(DIPU_DUMP_OP_ARGS="3"),
     "DIPU_AUTOCOMPARE=1": _env(DIPU_AUTOCOMPARE="1"),
     "DIPU_MEM_CHECK=1": _env(DIPU_MEM_CHECK="1"),
     "DIPU_MEM_CHECK=1 +BACKTRACE": _env(DIPU_MEM_CHECK="1", DIPU_MEM_CHECK_ENABLE_BACKTRACE="1"),
@@ -137,6 +140,7 @@ def measure(make: Callable[[], Callable[[], object]], on: Callable[[], None], of
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
+    parser.add_argument("--only", help="only the switches whose name matches this regular expression")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -145,6 +149,8 @@ def main() -> None:
     print(f"{'switch':40s} {'small op on/off':>16s} {'off again/off':>14s} {'step on/off':>12s} {'off again/off':>14s}")
     results: dict[str, dict[str, dict[str, float]]] = {}
     for name, (on, off) in SWITCHES.items():
+        if args.only and not re.search(args.only, name):
+            continue
         small = measure(small_op, on, off, repeats, min_time)
         step = measure(train_step, on, off, repeats, min_time * 2)
         results[name] = {"small_op": small, "train_step": step}

@@ -4,6 +4,7 @@ time through os.environ or torch_devx.diagnostics, effective at the next op."""
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 
 import pytest
@@ -49,7 +50,7 @@ def test_dump_levels_switch_at_run_time():
     assert "aten::add.Tensor" not in err and "aten::sub.Tensor  kernel" in err
     # level 1: op and kernel, no arguments
     line = next(l for l in err.splitlines() if "aten::mul.Tensor" in l)
-    assert "kernel: devx" in line
+    assert line.endswith("op aten::mul.Tensor  kernel: devx  at <string>:7"), line  # the user's line, at every level
     assert "    self: Tensor" not in err.split("aten::mul.Tensor")[1].split("aten::")[0]
     # level 2: metadata of a transposed view: sizes, strides, is_view, dtype, device, scalar
     sub = err.split("aten::sub.Tensor  kernel")[1]
@@ -62,6 +63,164 @@ def test_dump_levels_switch_at_run_time():
     assert "values:" in cos and "0.5403" in cos  # cos(1)
     # back to 0: the last subtraction is not dumped
     assert err.count("aten::sub.Tensor  kernel") == 1
+
+
+COPIES_SCRIPT = textwrap.dedent("""
+    import os, torch, torch_devx
+    host = torch.arange(4.0)
+    os.environ["DIPU_DUMP_OP_ARGS"] = "2"
+    a = host.to("devx")                      # line 5: host to device
+    b = host.cuda()                          # line 6: the same through CUDA mocking
+    c = a.cpu()                              # line 7: device to host
+    d = a.clone()                            # line 8: on the device
+    e = a.half()                             # line 9: a cast
+    a.copy_(b)                               # line 10
+    os.environ["DIPU_DUMP_OP_ARGS"] = "0"
+    a.cpu()                                  # not dumped
+""")
+
+
+def _dump_blocks(err: str, op: str, part: str = "kernel") -> list[str]:
+    """The dump records of `op`: its calls ("kernel", a line and the arguments' lines) or its
+    results ("results")."""
+    return [block for block in err.split("op aten::")[1:] if block.startswith(f"{op}  {part}")]
+
+
+def test_dump_shows_copies_with_their_direction_and_line():
+    proc = run_python(COPIES_SCRIPT)
+    assert_child_ok(proc)
+    copies = _dump_blocks(proc.stderr, "copy_")
+    lines = [b.split("\n")[0] for b in copies]
+    # one copy per line of the script, each with the user's line that issued it
+    assert [l.split("  at ")[-1] for l in lines] == [f"<string>:{n}" for n in range(5, 11)], lines
+    assert all("kernel: devx" in l for l in lines)
+    # the arguments say where each copy goes: self is the destination, src the source
+    to_devx, cuda, to_cpu, clone, half, copy = copies
+    assert "self: Tensor sizes [4]" in to_devx and "device devx:0" in to_devx.split("src:")[0]
+    assert "device cpu" in to_devx.split("src:")[1].split("\n")[0]
+    assert "device cpu" in to_cpu.split("src:")[0] and "device devx:0" in to_cpu.split("src:")[1]
+    assert "dtype Half" in half.split("src:")[0] and "dtype Float" in half.split("src:")[1]
+    assert len(_dump_blocks(proc.stderr, "copy_", "results")) == 6
+    assert "dtype Float device devx:0" in clone.split("src:")[0]
+    assert "device devx:0" in copy.split("src:")[0] and "device devx:0" in copy.split("src:")[1]
+    # the last copy, made after the switch is off, is not dumped
+    assert len(copies) == 6
+
+
+def test_dump_level_3_does_not_dump_its_own_copies_and_fallback_moves():
+    code = textwrap.dedent("""
+        import os, torch, torch_devx
+        a = torch.arange(6.0, device="devx")
+        os.environ["DIPU_DUMP_OP_ARGS"] = "3"
+        os.environ["DIPU_FORCE_FALLBACK_OPS_LIST"] = "cos"
+        b = torch.cos(a)
+        os.environ["DIPU_DUMP_OP_ARGS"] = "0"
+        print(b.cpu().tolist()[:2])
+    """)
+    proc = run_python(code)
+    assert_child_ok(proc)
+    assert "[1.0, 0.5403" in proc.stdout
+    # reading the values to print and moving the arguments to the CPU are not the user's copies
+    assert "aten::copy_" not in proc.stderr, proc.stderr
+    assert "aten::cos  kernel: cpu fallback (forced)  at <string>:6" in proc.stderr
+
+
+def test_forcing_copies_to_the_cpu_fallback():
+    code = textwrap.dedent("""
+        import os, torch, torch_devx
+        os.environ["DIPU_FORCE_FALLBACK_OPS_LIST"] = "copy_"
+        a = torch.arange(5.0).to("devx")
+        b = (a * 2).cpu()
+        c = a.clone().half()
+        print(b.tolist(), c.cpu().tolist(), torch_devx.diagnostics.fallback_stats().get("copy_"))
+    """)
+    proc = run_python(code)
+    assert_child_ok(proc)
+    assert "[0.0, 2.0, 4.0, 6.0, 8.0] [0.0, 1.0, 2.0, 3.0, 4.0] " in proc.stdout, proc.stdout
+    assert int(proc.stdout.split()[-1]) >= 4  # to, cpu, clone, half (and the last .cpu())
+    assert "forced to the CPU: copy_" in proc.stderr and "forces nothing" not in proc.stderr
+
+
+VALUES_SCRIPT = textwrap.dedent("""
+    import os, torch, torch_devx
+    big = torch.arange(1000.0, device="devx")
+    big[3] = float("nan")
+    big[5] = float("inf")
+    small = torch.arange(4, device="devx")
+    os.environ["DIPU_DUMP_OP_ARGS"] = "3"
+    big.neg()                                # line 8
+    small.neg()                              # line 9
+    os.environ["DEVX_DUMP_OP_ARGS_MAX_ELEMENTS"] = "4"
+    small.abs()                              # line 11
+    os.environ["DIPU_DUMP_OP_ARGS"] = "0"
+""")
+
+
+def test_dump_values_are_capped_with_head_tail_and_statistics():
+    proc = run_python(VALUES_SCRIPT)
+    assert_child_ok(proc)
+    err = proc.stderr
+    neg = _dump_blocks(err, "neg")
+    assert len(neg) == 2
+    args = neg[0]
+    assert args.split("\n")[0].endswith("at <string>:8")
+    values = next(l for l in args.split("\n") if "values:" in l)
+    # its own line, first 8 and last 8 of 1000 elements
+    assert values.strip() == "values: [0, 1, 2, nan, 4, inf, 6, 7, ..., 992, 993, 994, 995, 996, 997, 998, 999] " \
+                             "(first 8 and last 8 of 1000)", values
+    stats = next(l for l in args.split("\n") if "stats:" in l)
+    # nan is counted and left out of min, max and mean; inf is a value
+    assert stats.strip() == "stats: min 0  max inf  mean inf  nan 1  inf 1", stats
+    results = _dump_blocks(err, "neg", "results")[0]
+    assert "values: [-0, -1, -2, nan, -4, -inf, -6, -7, ..., -992," in results
+    assert "stats: min -inf  max -0  mean -inf  nan 1  inf 1" in results
+    # under the cap: every value, no statistics; integers as integers
+    small = neg[1]
+    assert "values: [0, 1, 2, 3]" in small and "stats:" not in small
+    # a cap of 4 is exactly small's size: still every value
+    absolute = _dump_blocks(err, "abs")[0]
+    assert "values: [0, 1, 2, 3]" in absolute
+    assert "Columns" not in err and "[ devx" not in err
+
+
+def test_dump_cap_setting_is_validated_and_zero_prints_statistics_only(diag):
+    for bad in ("-1", "many", "1.5"):
+        proc = run_python(f"import os, torch_devx\nos.environ['DEVX_DUMP_OP_ARGS_MAX_ELEMENTS'] = {bad!r}\n")
+        assert proc.returncode == 1 and "ValueError" in proc.stderr, proc.stderr
+        assert "DEVX_DUMP_OP_ARGS_MAX_ELEMENTS" in proc.stderr
+    with pytest.raises(ValueError, match="max_elements"):
+        diag.set_dump_op_args(3, max_elements=-2)
+    code = textwrap.dedent("""
+        import torch, torch_devx
+        x = torch.tensor([1.0, -2.0, 4.0], device="devx")
+        torch_devx.diagnostics.set_dump_op_args(3, max_elements=0)
+        x.exp()
+        torch_devx.diagnostics.set_dump_op_args(0)
+    """)
+    proc = run_python(code)
+    assert_child_ok(proc)
+    args = _dump_blocks(proc.stderr, "exp")[0]
+    assert "values: 3 elements, not printed (DEVX_DUMP_OP_ARGS_MAX_ELEMENTS=0)" in args
+    assert "stats: min -2  max 4  mean 1  nan 0  inf 0" in args
+
+
+def test_dump_of_the_backward_pass_names_the_forward_line_and_node():
+    code = textwrap.dedent("""
+        import os, torch, torch_devx
+        w = torch.randn(3, 4, device="devx", requires_grad=True)
+        x = torch.randn(2, 3, device="devx")
+        os.environ["DIPU_DUMP_OP_ARGS"] = "1"
+        y = (x @ w).tanh()                       # line 6
+        y.sum().backward()                       # line 7
+        os.environ["DIPU_DUMP_OP_ARGS"] = "0"
+    """)
+    proc = run_python(code)
+    assert_child_ok(proc)
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("[devx OPS INFO] op aten::")]
+    assert any(l.endswith("aten::mm  kernel: devx  at <string>:6") for l in lines), lines
+    # tanh's gradient and the matmul's, each named after its forward line and autograd node
+    assert any("aten::tanh_backward  kernel: devx  at <string>:6 (backward: TanhBackward0)" in l for l in lines), lines
+    assert any("aten::mm  kernel: devx  at <string>:6 (backward: MmBackward0)" in l for l in lines), lines
 
 
 def test_bad_dump_level_is_a_value_error():
@@ -147,14 +306,15 @@ def test_mem_check_reports_a_leak_with_size_and_line():
     assert "live 1" in proc.stdout
     report = proc.stderr
     assert "1 allocation (4000 bytes) not released" in report
-    assert "4000 bytes on devx:0" in report and "<string>:5" in report  # the line of the LEAK
+    group = next(l for l in report.splitlines() if "<string>:5" in l)  # the line of the LEAK
+    assert group.split() == ["3.9", "KiB", "1x", "devx:0", "<string>:5", "aten::zeros"], group
     assert "C++ backtrace" not in report
 
 
 def test_mem_check_backtraces_and_off_switch():
     proc = run_python(LEAK_SCRIPT, DIPU_MEM_CHECK="1", DIPU_MEM_CHECK_ENABLE_BACKTRACE="1")
     assert_child_ok(proc)
-    assert "Python stack:" in proc.stderr and "make_buffers" in proc.stderr
+    assert "Python stack (most recent call last):" in proc.stderr and "make_buffers" in proc.stderr
     assert "C++ backtrace:" in proc.stderr and "empty" in proc.stderr
     proc = run_python(LEAK_SCRIPT, DIPU_MEM_CHECK="0")
     assert_child_ok(proc)
@@ -177,8 +337,104 @@ def test_mem_check_on_demand_while_running():
     proc = run_python(code)
     assert_child_ok(proc)
     first, second = proc.stdout.split("devx memory check:")[1:3]
-    assert "1 allocation (2048 bytes)" in first and "2048 bytes on devx:0" in first
+    assert "1 allocation (2048 bytes)" in first and "2.0 KiB    1x  devx:0  <string>:5  aten::empty" in first
     assert "0 allocations (0 bytes)" in second
+
+
+GPT_LEAK_SCRIPT = textwrap.dedent("""
+    import torch, torch_devx
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)                      # line 16
+            q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))                   # line 20
+
+    class GPT(nn.Module):
+        def __init__(self, vocab=64, d=32, layers=2, heads=4, ctx=16):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
+            self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+            self.ln_f, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+            self.head.weight = self.wte.weight
+
+        def forward(self, idx):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln_f(x))
+
+    torch.manual_seed(0)
+    model = GPT().cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    seen = []
+    for step in range(8):
+        idx = torch.randint(0, 64, (4, 16), device="cuda")
+        logits = model(idx)
+        loss = F.cross_entropy(logits.flatten(0, 1), idx.flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seen.append(logits.softmax(-1))                                          # line 47: LEAK
+""")
+
+
+def test_mem_check_report_of_a_gpt_leak_is_grouped_and_names_the_leak_first():
+    proc = run_python(GPT_LEAK_SCRIPT, DIPU_MEM_CHECK="1")
+    assert_child_ok(proc)
+    report = proc.stderr[proc.stderr.index("devx memory check:"):].rstrip().splitlines()
+    assert len(report) <= 40, "\n".join(report)
+    text = "\n".join(report)
+    # the first group is the leak: 8 softmax results of 16 KiB, kept by a Python list
+    assert report[1].startswith("  held by Python objects"), text
+    assert report[2].split()[:6] == ["128.0", "KiB", "8x", "devx:0", "<string>:47", "aten::softmax"], text
+    sections = [l.split(":")[0].strip() for l in report if l.startswith("  ") and not l.startswith("    ")]
+    assert sections[-3:] == ["gradients (.grad)", "optimizer state", "module parameters and buffers"], text
+    # gradients are attributed to the forward line they differentiate and to their autograd node
+    grads = text.split("gradients (.grad)")[1].split("optimizer state")[0]
+    assert "<string>:16  AddmmBackward0 (backward)" in grads or "<string>:20  AddmmBackward0 (backward)" in grads, text
+    assert "?" not in grads.split("\n", 1)[1], text
+    # optimizer state comes from the line that ran opt.step()
+    optimizer = text.split("optimizer state")[1].split("module parameters")[0]
+    assert "<string>:46" in optimizer, text
+    params = text.split("module parameters and buffers")[1]
+    assert "<string>:37" in params, text  # model = GPT().cuda()
+
+
+def test_mem_check_one_stack_per_group_and_interval_summaries():
+    proc = run_python(GPT_LEAK_SCRIPT, DIPU_MEM_CHECK="1", DIPU_MEM_CHECK_ENABLE_BACKTRACE="1",
+                      DIPU_MEM_CHECK_LOG_INTERVAL="100")
+    assert_child_ok(proc)
+    report = proc.stderr[proc.stderr.index("devx memory check:"):]
+    groups = [l for l in report.splitlines() if l.startswith("    ") and "x  devx:" in l]
+    # the backward pass runs on the engine's device thread, which has no Python stack
+    forward = [g for g in groups if "(backward)" not in g]
+    assert report.count("Python stack (most recent call last):") == len(forward) > 3
+    assert report.count("C++ backtrace:") == len(groups)
+    summaries = [l for l in proc.stderr.splitlines() if "memory check after " in l]
+    assert re.search(r"memory check after 100 allocations: \d+ live \([\d.]+ [KM]iB\); largest origins:$",
+                     summaries[0]), summaries[0]
+    # every 100th allocation, each with its five largest origins
+    assert [int(l.split("after ")[1].split()[0]) for l in summaries] == [100 * (i + 1) for i in range(len(summaries))]
+    first = proc.stderr.split(summaries[0])[1].splitlines()[1:6]
+    assert all(re.match(r"\s+[\d.]+ [KM]?i?B\s+\d+x  <string>:\d+  \S+", l) for l in first), first
+
+
+def test_mem_check_log_interval_is_validated():
+    proc = run_python("import torch_devx", DIPU_MEM_CHECK_LOG_INTERVAL="-5")
+    assert proc.returncode == 1 and "ValueError" in proc.stderr and "DIPU_MEM_CHECK_LOG_INTERVAL" in proc.stderr
 
 
 TRACE_SCRIPT = textwrap.dedent("""

@@ -198,7 +198,7 @@ void CpuReplay::compare(const torch::jit::Stack& stack, bool raise, const std::f
     for (const auto& f : failures) os << f << "; ";
     os << "\narguments:";
     for (size_t i = 0; i < devx_args_.size(); ++i) {
-      os << "\n  " << schema.arguments()[i].name() << ": " << describe(devx_args_[i], 2);
+      os << "\n  " << schema.arguments()[i].name() << ": " << describe(devx_args_[i], DumpStyle{2});
     }
     std::string at = where();
     if (!at.empty()) os << "\ncalled from " << at;

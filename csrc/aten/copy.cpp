@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/resize_ops.h>
@@ -13,6 +14,7 @@
 
 #include "aten/async_ops.h"
 #include "aten/compute_scope.h"
+#include "aten/diagnostics.h"
 #include "aten/tensor_ops.h"
 #include "aten/vendor_call.h"
 #include "devx_kernels.h"
@@ -156,6 +158,22 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     devx_to_host(self, dst);
   }
   return dst;
+}
+
+at::Tensor& copy_diagnosed(c10::DispatchKeySet ks, at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (C10_LIKELY(!diag::gate_open()) || !diag::intercepts_copy()) return at::native::copy_(self, src, non_blocking);
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  torch::jit::Stack stack{self, src, non_blocking};
+  diag::run(
+      op, ks, &stack,
+      [](torch::jit::Stack* s) {
+        at::Tensor dst = (*s)[s->size() - 3].toTensor();
+        at::native::copy_(dst, (*s)[s->size() - 2].toTensor(), (*s)[s->size() - 1].toBool());
+        torch::jit::drop(*s, 3);
+        s->emplace_back(std::move(dst));
+      },
+      diag::DeviceActivity::kOwn);
+  return self;
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {

@@ -6,9 +6,11 @@
 #include <torch/library.h>
 
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "aten/boxed_compute.h"
+#include "aten/diagnostics.h"
 #include "aten/stack_util.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
@@ -58,6 +60,17 @@ bool returns_view(const c10::FunctionSchema& schema) {
   return false;
 }
 
+// copy_ (forced to the fallback) is the one op whose tensors may lie on different devices, host
+// and devx or two devx devices: it runs on the destination's device when that is devx, else on the
+// source's.
+std::optional<c10::DeviceIndex> copy_device(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                            size_t first) {
+  if (op.operator_name().name != "aten::copy_") return std::nullopt;
+  const at::Tensor& self = stack[first].toTensor();
+  const at::Tensor& src = stack[first + 1].toTensor();
+  return (is_devx(self) ? self : src).device().index();
+}
+
 }  // namespace
 
 const c10::OperatorHandle* cpu_form(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -83,10 +96,13 @@ const c10::OperatorHandle* cpu_form(const c10::OperatorHandle& op, torch::jit::S
 
 void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   count(op);
+  // Moving the arguments to the CPU and the results back is the fallback's own work, part of this op.
+  diag::QuietScope quiet;
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
-  const c10::DeviceIndex device = device_of_args(*stack, first, nargs);
+  const std::optional<c10::DeviceIndex> of_copy = copy_device(op, *stack, first);
+  const c10::DeviceIndex device = of_copy ? *of_copy : device_of_args(*stack, first, nargs);
   DevxGuard guard(device);
 
   if (returns_view(schema)) {

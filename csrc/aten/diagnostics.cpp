@@ -4,6 +4,7 @@
 #include <ATen/ops/_to_copy.h>
 
 #include <array>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <regex>
@@ -20,6 +21,7 @@
 #include "runtime/vendor.h"
 #include "runtime/env.h"
 #include "runtime/log.h"
+#include "runtime/op_origin.h"
 #include "runtime/python_hooks.h"
 #include "runtime/sanitizer.h"
 
@@ -38,6 +40,7 @@ struct Settings {
   std::vector<std::string> force_patterns;
   std::vector<std::regex> force;
   int dump_level = 0;
+  int64_t dump_max_elements = 16;
   bool compare_all = false;
   std::vector<std::regex> compare;
   bool compare_raise = false;
@@ -53,12 +56,18 @@ OverrideRunner g_override_runner;
 // Per generated op; atomics because ops on other threads read them while a refresh rewrites them.
 std::array<std::atomic<uint8_t>, gen::kNumOps> g_flags{};
 std::atomic<int> g_dump_level{0};
+std::atomic<int64_t> g_dump_max_elements{16};
+// Flags of copy_, which is hand-written rather than generated (intercepts_copy()).
+std::atomic<uint8_t> g_copy_flags{0};
 // Flags of other ops (long tail, by operator name), computed on first use after each refresh.
 std::unordered_map<c10::OperatorName, uint8_t> g_flag_cache;
 // Ops whose forced fallback has been confirmed in the log (under g_mutex).
 std::unordered_set<std::string> g_confirmed_forced;
 // Set while the slow path calls back into the op's own wrapper for its native kernel.
 thread_local bool t_bypass = false;
+// Above zero while the diagnostics do their own device work (reading values to dump, copying
+// arguments to the CPU to compare or to fall back): the copies they make are not the user's ops.
+thread_local int t_quiet = 0;
 
 // Op names as the dump and the profiler print them ("aten::addmm") and as torch.ops spells a
 // default overload ("_softmax.default") name the ops this backend calls "addmm" and "_softmax".
@@ -132,6 +141,7 @@ void refresh_locked() {
   s.force_patterns = split_patterns(env::get_string("DIPU_FORCE_FALLBACK_OPS_LIST", ""));
   s.force = compile_all("DIPU_FORCE_FALLBACK_OPS_LIST", s.force_patterns);
   s.dump_level = static_cast<int>(env::get_int("DIPU_DUMP_OP_ARGS", 0, 0, 3));
+  s.dump_max_elements = env::get_int("DEVX_DUMP_OP_ARGS_MAX_ELEMENTS", 16, 0, std::numeric_limits<int32_t>::max());
   s.compare_all = env::get_bool("DIPU_AUTOCOMPARE", false);
   s.compare = compile_all("DIPU_AUTOCOMPARE_OPS_LIST",
                           split_patterns(env::get_string("DIPU_AUTOCOMPARE_OPS_LIST", "")));
@@ -144,7 +154,10 @@ void refresh_locked() {
     g_flags[i].store(f, std::memory_order_relaxed);
   }
   any = any || !s.force.empty() || s.compare_all || !s.compare.empty();
+  g_copy_flags.store(flags_of(s, "copy_"), std::memory_order_relaxed);
   g_dump_level.store(s.dump_level, std::memory_order_relaxed);
+  g_dump_max_elements.store(s.dump_max_elements, std::memory_order_relaxed);
+  op_origin::observe(op_origin::Client::kDump, s.dump_level > 0);
   if (s.force_patterns != g_settings.force_patterns) g_confirmed_forced.clear();
   g_settings = std::move(s);
   g_flag_cache.clear();
@@ -231,6 +244,15 @@ void confirm_forced(const std::string& name) {
                                        pattern + "')");
 }
 
+// Where the user's program issued the op: its line; for an op of the backward pass, the line of
+// the forward op whose node runs, and the node.
+std::string issued_at() {
+  const op_origin::Current current = op_origin::current();
+  if (!current.backward) return python_site().str();
+  const std::string forward = current.forward.str();
+  return (forward.empty() ? std::string("?") : forward) + " (backward: " + *current.op + ")";
+}
+
 }  // namespace
 
 bool intercepts(int op) {
@@ -251,17 +273,36 @@ const c10::BoxedKernel& slow_path() {
   return kernel;
 }
 
-void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack, const NativeRunner& native) {
+QuietScope::QuietScope() {
+  ++t_quiet;
+}
+
+QuietScope::~QuietScope() {
+  --t_quiet;
+}
+
+bool intercepts_copy() {
+  if (t_quiet > 0 || async::t_inline_depth > 0) return false;
+  refresh_if_stale();
+  return g_copy_flags.load(std::memory_order_relaxed) != 0 || g_dump_level.load(std::memory_order_relaxed) > 0;
+}
+
+void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack, const NativeRunner& native,
+         DeviceActivity activity) {
   if (!gate_open()) {
     native(stack);
     return;
   }
   refresh_if_stale();
   const uint8_t flags = flags_for(op);
-  const int dump_level = g_dump_level.load(std::memory_order_relaxed);
+  const DumpStyle dump{g_dump_level.load(std::memory_order_relaxed),
+                       g_dump_max_elements.load(std::memory_order_relaxed)};
   const std::string name = overload_name(op.operator_name());
   const char* kernel = (flags & kForce) ? "cpu fallback (forced)" : (flags & kOverride) ? "python override" : "devx";
-  if (dump_level > 0) dump_args(op, *stack, dump_level, kernel);
+  if (dump.level > 0) {
+    QuietScope quiet;
+    dump_args(op, *stack, dump, kernel, issued_at());
+  }
   std::vector<c10::IValue> hooked_args;
   if (flags & (kHook | kSanitize)) {
     const size_t nargs = op.schema().arguments().size();
@@ -277,7 +318,10 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
     cpu_fallback(op, ks, stack);
   } else {
     std::optional<CpuReplay> replay;
-    if ((flags & kCompare) && comparable(op)) replay.emplace(op, *stack);
+    if ((flags & kCompare) && comparable(op)) {
+      QuietScope quiet;
+      replay.emplace(op, *stack);
+    }
     if (flags & kOverride) {
       OverrideRunner runner;
       {
@@ -286,7 +330,7 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
       }
       TORCH_CHECK(runner, "devx: no Python kernel runner installed for the override of ", name);
       runner(name, op, stack);
-    } else if (profiler::recording()) {
+    } else if (activity == DeviceActivity::kSpan && profiler::recording()) {
       // The kernel's span on the stream it was issued to, for torch.profiler's device rows.
       profiler::DeviceSpan span(profiler::ActivityKind::kKernel, std::string(g_vendor->name) + "::" + name,
                                 getCurrentDevxStream());
@@ -302,6 +346,7 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
         std::lock_guard<std::mutex> lock(g_mutex);
         raise = g_settings.compare_raise;
       }
+      QuietScope quiet;
       replay->compare(*stack, raise, python_line);
     }
   }
@@ -313,7 +358,10 @@ void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stac
     sanitizer::check_pointers(ptrs, "after op " + name);
   }
   device_work.reset();
-  if (dump_level > 1) dump_results(op, *stack, dump_level);
+  if (dump.level > 1) {
+    QuietScope quiet;
+    dump_results(op, *stack, dump);
+  }
   if (flags & kHook) {
     OpHook hook;
     {

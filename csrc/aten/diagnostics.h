@@ -32,9 +32,26 @@ bool intercepts(int op);
 const c10::BoxedKernel& slow_path();
 
 using NativeRunner = std::function<void(torch::jit::Stack*)>;
+// kSpan: while the profiler records, the kernel's span is a device row named after the op;
+// kOwn: the kernel reports its own device activity (copies: a memcpy or a copy kernel).
+enum class DeviceActivity { kSpan, kOwn };
 // For boxed kernels: runs `native` with whatever diagnostics apply to `op` around it (or instead
 // of it: forced fallback, Python override). Cheap when the gate is closed.
-void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack, const NativeRunner& native);
+void run(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack, const NativeRunner& native,
+         DeviceActivity activity = DeviceActivity::kSpan);
+
+// For copy_ (hand-written: csrc/aten/copy.cpp), once the gate is open: whether this copy takes the
+// slow path. Profiling alone does not send copies there (they report their own activity), nor do
+// the copies the diagnostics make themselves.
+bool intercepts_copy();
+// While one lives on a thread, the device work of that thread is the diagnostics' own (reading
+// values to dump, moving arguments to the CPU) and copies are not diagnosed as the user's ops.
+struct QuietScope {
+  QuietScope();
+  ~QuietScope();
+  QuietScope(const QuietScope&) = delete;
+  QuietScope& operator=(const QuietScope&) = delete;
+};
 
 // The force-fallback patterns in effect (from DIPU_FORCE_FALLBACK_OPS_LIST).
 std::vector<std::string> force_fallback_patterns();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/DispatchKeySet.h>
 
 namespace devx::ops {
 
@@ -28,6 +29,9 @@ at::Tensor& set_empty(at::Tensor& self);
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from);
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+// copy_ itself is ATen's (CompositeExplicitAutograd, which calls _copy_from); devx registers it so
+// that copies (.to(), .cpu(), clone(), casts) pass the diagnostics like every other op.
+at::Tensor& copy_diagnosed(c10::DispatchKeySet ks, at::Tensor& self, const at::Tensor& src, bool non_blocking);
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
 c10::Scalar local_scalar_dense(const at::Tensor& self);
 void record_stream(at::Tensor& self, c10::Stream stream);

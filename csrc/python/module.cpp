@@ -365,7 +365,16 @@ PYBIND11_MODULE(_C, m) {
     return ns / iterations;
   });
   m.def("_autocompare_stats", &devx::diag::autocompare_stats);
-  m.def("_mem_check_report", &devx::memcheck::report);
+  m.def("_mem_check_records", [] {
+    py::list out;
+    for (const devx::memcheck::LiveRecord& r : devx::memcheck::records()) {
+      py::list stack;
+      for (const devx::PythonFrame& f : r.python_stack) stack.append(py::make_tuple(f.filename, f.line, f.name));
+      out.append(py::make_tuple(r.ptr, r.size, r.device, r.serial, r.line, r.op, r.backward, r.forward, stack));
+    }
+    return out;
+  });
+  m.def("_mem_check_backtrace", &devx::memcheck::backtrace);
   m.def("_trace_reload", &devx::trace::reload);
   m.def("_sync_summary", &devx::trace::sync_summary);
   m.def("_reset_sync_summary", &devx::trace::reset_sync_summary);

@@ -81,6 +81,7 @@ _import_hooks.after_import("torch._dynamo.backends.registry", _inductor_backend.
 # Bad values fail here, at import, rather than being ignored.
 _environ.flag("DIPU_MEM_CHECK", default=False)
 _environ.flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False)
+_environ.count("DIPU_MEM_CHECK_LOG_INTERVAL", default=0)
 _environ.flag("DEVX_SIM_SANITIZE", default=False)
 diagnostics.check_force_fallback_patterns()
 atexit.register(diagnostics._report_autocompare_at_exit)

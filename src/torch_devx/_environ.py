@@ -16,12 +16,14 @@ _VALIDATORS = {
     "DEVX_LOG_PATH": _C._reload_log_levels,
     "DIPU_FORCE_FALLBACK_OPS_LIST": lambda: _check_force_fallback_patterns(),
     "DIPU_DUMP_OP_ARGS": _C._refresh_diagnostics,
+    "DEVX_DUMP_OP_ARGS_MAX_ELEMENTS": _C._refresh_diagnostics,
     "DIPU_AUTOCOMPARE": _C._refresh_diagnostics,
     "DIPU_AUTOCOMPARE_OPS_LIST": _C._refresh_diagnostics,
     "DIPU_AUTOCOMPARE_RAISE": _C._refresh_diagnostics,
     "DEVX_TRACE_RUNTIME": _C._trace_reload,
     "DIPU_MEM_CHECK": lambda: flag("DIPU_MEM_CHECK", default=False),
     "DIPU_MEM_CHECK_ENABLE_BACKTRACE": lambda: flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False),
+    "DIPU_MEM_CHECK_LOG_INTERVAL": lambda: count("DIPU_MEM_CHECK_LOG_INTERVAL", default=0),
     "DEVX_SIM_SANITIZE": lambda: flag("DEVX_SIM_SANITIZE", default=False),
 }
 
@@ -65,3 +67,13 @@ def flag(name: str, default: bool) -> bool:
     if raw in ("0", "false", "off", "no"):
         return False
     raise ValueError(f"{name}={raw!r} is not a boolean; use 1/0, true/false, on/off or yes/no")
+
+
+def count(name: str, default: int) -> int:
+    """A non-negative integer setting; anything else is a ValueError."""
+    raw = os.environ.get(name, "").strip()
+    if raw == "":
+        return default
+    if not raw.isdigit():
+        raise ValueError(f"{name}={raw!r} is not a non-negative integer")
+    return int(raw)
