@@ -467,6 +467,41 @@ def test_runtime_trace_logs_calls_and_sums_host_waits():
     assert "<string>:11" not in waits
 
 
+def test_sync_summary_rows_name_the_module_path():
+    # A host wait inside a layer's forward: every layer shares the line, the path says which one.
+    proc = run_python(textwrap.dedent("""
+        import os, torch, torch_devx
+        class Block(torch.nn.Module):
+            def __init__(self, check):
+                super().__init__()
+                self.fc, self.check = torch.nn.Linear(4, 4), check
+            def forward(self, x):
+                y = self.fc(x)
+                if self.check:
+                    y.sum().item()                    # line 10: a host wait in blocks.1 only
+                return y
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = torch.nn.ModuleList([Block(False), Block(True)])
+            def forward(self, x):
+                for block in self.blocks:
+                    x = block(x)
+                return x
+        net = Net().to("devx")
+        x = torch.ones(2, 4, device="devx")
+        os.environ["DEVX_TRACE_RUNTIME"] = "sync=1"
+        net(x)
+        x.sum().item()                                # line 24: outside any module
+        os.environ["DEVX_TRACE_RUNTIME"] = "0"
+        print(torch_devx.diagnostics.sync_summary())
+    """))
+    assert_child_ok(proc)
+    rows = proc.stdout.splitlines()[1:]
+    assert any(r.rstrip().endswith("<string>:10 in blocks.1 (Block)") for r in rows), rows
+    assert any(r.rstrip().endswith("<string>:24") for r in rows), rows
+
+
 def test_runtime_trace_bad_value():
     proc = run_python("import torch_devx", DEVX_TRACE_RUNTIME="sync=3")
     assert proc.returncode == 1 and "DEVX_TRACE_RUNTIME" in proc.stderr and "ValueError" in proc.stderr

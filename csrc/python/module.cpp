@@ -131,6 +131,18 @@ devx::PythonSite python_site() {
   return site;
 }
 
+// torch_devx._frames.module_path() for the calling thread; "" where Python cannot be asked.
+std::string python_module_path() {
+  if (!devx::python::may_read_python_frames()) return "";
+  py::gil_scoped_acquire gil;
+  try {
+    return py::cast<std::string>(py::module_::import("torch_devx._frames").attr("module_path")());
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("torch_devx._frames.module_path");
+    return "";
+  }
+}
+
 // "file.py:42" of python_site(), "" when no frame is the user's.
 std::string python_location() {
   return python_site().str();
@@ -226,6 +238,7 @@ void init(const std::vector<std::string>& vendor_paths, bool requested) {
   devx::register_long_tail();
   devx::set_python_hooks(&python_location, &python_stack);
   devx::set_python_site_hook(&python_site);
+  devx::set_python_module_hook(&python_module_path);
   devx::trace::reload();
   devx::diag::set_override_runner(&run_override);
   devx::sanitizer::set_host_access_notifier(&schedule_host_access_report);

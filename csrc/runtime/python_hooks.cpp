@@ -22,6 +22,19 @@ PythonSite python_site() {
   return site ? site() : PythonSite{};
 }
 
+namespace {
+std::atomic<std::string (*)()> g_module_path{nullptr};
+}  // namespace
+
+void set_python_module_hook(std::string (*module_path)()) {
+  g_module_path.store(module_path, std::memory_order_release);
+}
+
+std::string python_module_path() {
+  std::string (*module_path)() = g_module_path.load(std::memory_order_acquire);
+  return module_path ? module_path() : std::string();
+}
+
 void set_python_hooks(std::function<std::string()> line, std::function<std::string()> stack) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_line = std::move(line);

@@ -34,4 +34,9 @@ struct PythonSite {
 void set_python_site_hook(PythonSite (*site)());
 PythonSite python_site();
 
+// The nn.Module running the calling thread's Python code, as "path (Class)" (path: attribute
+// names from the outermost running module); "" outside any module or without Python.
+void set_python_module_hook(std::string (*module_path)());
+std::string python_module_path();
+
 }  // namespace devx

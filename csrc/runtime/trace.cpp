@@ -70,10 +70,13 @@ DevxStatus traced(Kind kind, const char* name, F fn, A... args) {
   std::ostringstream os;
   os << name << "(" << describe(args...) << ") -> " << static_cast<int>(status) << " in " << us << " us";
   if (kind == kSync) {
-    std::string line = python_line();
-    os << " at " << (line.empty() ? "(no Python frame)" : line);
+    // A line inside a layer is shared by every layer of its kind: the module path says which.
+    const std::string line = python_line();
+    const std::string module = python_module_path();
+    const std::string where = (line.empty() ? "(no Python frame)" : line) + (module.empty() ? "" : " in " + module);
+    os << " at " << where;
     std::lock_guard<std::mutex> lock(g_summary_mutex);
-    auto& entry = g_sync[line.empty() ? "(no Python frame)" : line];
+    auto& entry = g_sync[where];
     entry.first++;
     entry.second += us / 1000.0;
   }

@@ -64,3 +64,39 @@ def user_stacklevel() -> int:
             return level
         frame, level = frame.f_back, level + 1
     return 1
+
+
+def _child_name(parent: torch.nn.Module, child: torch.nn.Module) -> Optional[str]:
+    for name, module in parent._modules.items():
+        if module is child:
+            return name
+    # Called through a container the parent does not call (a ModuleList's items).
+    return next((name for name, module in parent.named_modules() if module is child and name), None)
+
+
+def module_path(start: Optional[FrameType] = None) -> str:
+    """The innermost nn.Module whose method is running on this thread's Python stack, as
+    "path (Class)": the attribute path from the outermost running module ("Class" alone for that
+    one); "" outside any module. For reports whose line is shared by every layer of a kind."""
+    chain: list[torch.nn.Module] = []
+    frame = start if start is not None else sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_argcount and code.co_varnames[0] == "self":
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, torch.nn.Module) and (not chain or chain[-1] is not owner):
+                chain.append(owner)
+        frame = frame.f_back
+    if not chain:
+        return ""
+    chain.reverse()
+    names: list[str] = []
+    for parent, child in zip(chain, chain[1:]):
+        name = _child_name(parent, child)
+        if name is None:  # not a submodule of the one that called it: a path starts again
+            names = []
+        else:
+            names.append(name)
+    path = ".".join(names)
+    cls = type(chain[-1]).__name__
+    return f"{path} ({cls})" if path else cls
