@@ -139,3 +139,119 @@ print("MOCKED", torch_devx.cuda_mock.enabled())
 """, DIPU_MOCK_CUDA=value, DEVX_MOCK_CUDA=None)
     assert_child_ok(proc)
     assert f"MOCKED {mocked}" in proc.stdout, describe(proc)
+
+
+LEGACY = [("FloatTensor", torch.float32), ("DoubleTensor", torch.float64), ("HalfTensor", torch.float16),
+          ("BFloat16Tensor", torch.bfloat16), ("LongTensor", torch.int64), ("IntTensor", torch.int32),
+          ("ShortTensor", torch.int16), ("CharTensor", torch.int8), ("ByteTensor", torch.uint8),
+          ("BoolTensor", torch.bool)]
+
+
+@pytest.mark.parametrize("name, dtype", LEGACY)
+def test_legacy_typed_tensors_construct_test_and_convert_on_devx(name, dtype):
+    cls = getattr(torch.cuda, name)
+    assert cls is getattr(torch.devx, name) and cls.dtype == dtype and cls.is_cuda
+    data = cls([1, 0, 1])
+    assert data.device == DEVX0 and data.dtype == dtype and data.tolist() == torch.tensor([1, 0, 1], dtype=dtype).tolist()
+    assert cls(2, 3).shape == (2, 3) and cls(torch.Size([4])).shape == (4,) and cls().shape == (0,)
+    assert cls(data) is data
+    assert isinstance(data, cls) and isinstance(data, torch.Tensor)
+    assert not isinstance(data.cpu(), cls)
+    assert not isinstance(torch.ones(1, device="devx", dtype=torch.complex64), cls)
+    cpu = torch.tensor([3, 2])
+    for spelling in (cls, f"torch.cuda.{name}", f"torch.devx.{name}"):
+        moved = cpu.type(spelling)
+        assert moved.device == DEVX0 and moved.dtype == dtype and isinstance(moved, cls)
+    assert data.type(cls) is data  # nothing to change: the tensor itself, as on CUDA
+
+
+@pytest.mark.devices(2)
+def test_legacy_types_keep_the_device_and_refuse_what_the_cpu_refuses():
+    on1 = torch.ones(2, device="devx:1")
+    assert on1.type(torch.cuda.DoubleTensor).device == torch.device("devx", 1)
+    assert torch.cuda.FloatTensor([1.0], device=1).device == torch.device("devx", 1)
+    with pytest.raises(TypeError, match="expected torch.devx.FloatTensor"):
+        torch.cuda.FloatTensor(torch.ones(1, device="devx", dtype=torch.float64))
+    # What the C method does itself is untouched: dtypes, CPU type names, the type's name.
+    assert torch.ones(1).type(torch.float64).dtype == torch.float64
+    assert torch.ones(1).type("torch.IntTensor").dtype == torch.int32
+    assert torch.ones(1, device="devx").type() == "torch.devx.FloatTensor"
+
+
+@pytest.mark.devices(2)
+def test_cuda_bindings_pytorchs_test_framework_calls_act_on_devx():
+    # CudaNonDefaultStream (every CUDA-instantiated PyTorch test) sets streams through torch._C.
+    side = torch.cuda.Stream(device=1)
+    before = torch.cuda.current_device()
+    torch._C._cuda_setStream(stream_id=side.stream_id, device_index=side.device_index, device_type=side.device_type)
+    try:
+        assert torch.devx.current_stream(1) == side
+        assert torch._C._cuda_getCurrentStream(1) == (side.stream_id, 1, side.device_type)
+    finally:
+        default = torch.devx.default_stream(1)
+        torch._C._cuda_setStream(stream_id=0, device_index=1, device_type=default.device_type)
+        torch._C._cuda_setDevice(before)
+    assert torch.devx.current_stream(1).stream_id == 0 and torch._C._cuda_getDevice() == before
+    assert torch._C._cuda_exchangeDevice(1) == before and torch.devx.current_device() == 1
+    torch._C._cuda_setDevice(before)
+    torch._C._cuda_clearCublasWorkspaces()
+    assert torch._C._cuda_cudaCachingAllocator_is_enabled() is True
+    # Its presence would tell torch that it was built with CUDA: never added.
+    assert not torch.cuda._is_compiled() or torch.backends.cuda.is_built()
+
+
+DEVICE_AS_CUDA_SCRIPT = """
+import torch, torch.nn as nn, torch_devx
+from torch.utils.checkpoint import checkpoint
+from torch_devx._real_device import real_device
+
+x = torch.ones(2).cuda()
+assert x.device == torch.device("cuda", 0) and str(x.device) == "cuda:0" and x.is_cuda, x.device
+assert "device='cuda:0'" in repr(x)
+assert real_device(x) == torch.device("devx", 0)
+assert real_device(torch.zeros(2, device=x.device)).type == "devx"  # the reported device leads back to devx
+assert isinstance(x, torch.cuda.FloatTensor) and torch.device("cpu") == torch.ones(1).device
+
+# A training step whose code branches on the device type takes its CUDA path, and stays on devx.
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Dropout(0.1), nn.Linear(16, 4)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+scaler = torch.amp.GradScaler("cuda")
+data = torch.randn(32, 8, device="cuda")
+assert data.device.type == "cuda"
+for _ in range(2):
+    with torch.autocast(device_type=data.device.type, dtype=torch.bfloat16):
+        loss = checkpoint(model, data, use_reentrant=False).float().pow(2).mean()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    opt.zero_grad()
+states = [v for s in opt.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0]
+assert states and all(real_device(v).type == "devx" for v in states)
+assert torch.isfinite(loss).item()
+
+try:
+    torch.compile(nn.Linear(2, 2).cuda())(torch.ones(1, 2, device="cuda"))
+except Exception as e:
+    assert "DEVX_DEVICE_AS_CUDA=1" in str(e), e
+else:
+    raise AssertionError("the default backend compiled a graph it traced as CUDA")
+assert torch.compile(nn.Linear(2, 2).cuda(), backend="eager")(torch.ones(1, 2, device="cuda")).shape == (1, 2)
+
+torch_devx.cuda_mock.disable()
+assert x.device == torch.device("devx", 0)
+print("OK")
+"""
+
+
+@pytest.mark.parametrize("variable", ["DEVX_DEVICE_AS_CUDA", "DIPU_PYTHON_DEVICE_AS_CUDA"])
+def test_device_as_cuda_reports_devx_tensors_as_cuda(variable):
+    proc = run_python(DEVICE_AS_CUDA_SCRIPT, **{variable: "1"})
+    assert_child_ok(proc)
+    assert "OK" in proc.stdout, describe(proc)
+
+
+def test_device_as_cuda_is_off_by_default_and_checked():
+    assert not cuda_mock.reports_devx_as_cuda() and torch.ones(1).cuda().device == DEVX0
+    proc = run_python("import torch, torch_devx", DEVX_DEVICE_AS_CUDA="sure")
+    assert proc.returncode != 0 and "DEVX_DEVICE_AS_CUDA='sure' is not a boolean" in proc.stderr, describe(proc)

@@ -224,6 +224,9 @@ def test_disable_enable_round_trip():
         "Module.to": torch.nn.Module.to,
         "zeros": torch.zeros,
         "cuda.is_available": torch.cuda.is_available,
+        "Tensor.type": torch.Tensor.type,
+        "cuda.FloatTensor": torch.cuda.FloatTensor,
+        "_C._cuda_setStream": torch._C._cuda_setStream,
     }
     assert cuda_mock.enabled()
     cuda_mock.disable()
@@ -232,6 +235,9 @@ def test_disable_enable_round_trip():
     assert torch.Tensor.cuda is torch._C.TensorBase.cuda
     assert type(torch.zeros).__name__ == "builtin_function_or_method"
     assert not hasattr(torch.nn.Module.to, "__wrapped__")
+    assert torch.Tensor.type is torch._C.TensorBase.type
+    assert torch.cuda.FloatTensor in torch._tensor_classes  # PyTorch's own class again
+    assert torch.backends.cuda.is_built() or not hasattr(torch._C, "_cuda_setStream")
     assert not torch.cuda.is_available()
     assert torch.cuda.device_count() == 0
     assert not torch.ones(1, device="devx").is_cuda
@@ -250,6 +256,9 @@ def test_disable_enable_round_trip():
     assert torch.nn.Module.to is mocked["Module.to"]
     assert torch.zeros is mocked["zeros"]
     assert torch.cuda.is_available is mocked["cuda.is_available"]
+    assert torch.Tensor.type is mocked["Tensor.type"]
+    assert torch.cuda.FloatTensor is mocked["cuda.FloatTensor"]
+    assert torch._C._cuda_setStream is mocked["_C._cuda_setStream"]
     assert torch.ones(1).cuda().device == DEVX0
 
 

@@ -17,6 +17,11 @@
                                               samples against the CPU (in child processes): pass, mismatch,
                                               error, crash, declined or untested; exit status 1 on a
                                               mismatch, error or crash
+    pytorch-tests --source CHECKOUT [--files F[:KEYWORD],...] [--as privateuse1,cuda] [--expectations YAML]
+                  [-k EXPR] [--timeout S] [--out DIR] [--json PATH]
+                                              PyTorch's device-generic test files run for devx, as the
+                                              PrivateUse1 device and as CUDA under mocking; a table of
+                                              counts; exit status 1 on a failure, error or timeout
 """
 from __future__ import annotations
 
@@ -250,7 +255,35 @@ def build_parser() -> argparse.ArgumentParser:
     vt.add_argument("--all", action="store_true",
                     help="every applicable OpInfo, not only those named like the ops the kernels serve")
 
+    pt = sub.add_parser("pytorch-tests", help="PyTorch's device-generic test files, run for devx",
+                        description="Run test files of a PyTorch source checkout (of the installed torch's version) "
+                                    "for devx, each in its own pytest child. Exit status: 0 all ran and passed, 1 a "
+                                    "failure, error or timeout, 2 bad options.")
+    pt.add_argument("--source", required=True, metavar="CHECKOUT", help="the PyTorch source checkout (holds test/)")
+    pt.add_argument("--files", type=comma_list(str), action="extend", metavar="FILE[:KEYWORD][,...]",
+                    help="test files under test/, each optionally with a -k keyword (default: "
+                         "test_ops.py:TestCommon, test_view_ops.py, test_indexing.py, test_binary_ufuncs.py, "
+                         "test_reductions.py)")
+    pt.add_argument("--as", dest="modes", type=comma_list(str), action="extend", metavar="MODE[,MODE]",
+                    help="privateuse1 (the devx device type, mocking off) and/or cuda (CUDA-instantiated tests "
+                         "under mocking); default both")
+    pt.add_argument("--expectations", metavar="YAML",
+                    help="the vendor's skips (with reasons) and tolerances: a mapping with 'skip' and "
+                         "'tolerance' lists of {test: REGEX, reason: ...} / {test: REGEX, atol: A, rtol: R}")
+    pt.add_argument("-k", dest="keyword", metavar="EXPR", help="a pytest -k expression applied to every file")
+    pt.add_argument("--timeout", type=float, default=3600.0, metavar="S",
+                    help="seconds one file may run before its child is killed (default 3600)")
+    pt.add_argument("--out", default="pytorch-tests", metavar="DIR", help="folder for the JUnit reports")
+    pt.add_argument("--json", metavar="PATH", help="write every file's counts and failures to PATH")
+
     return parser
+
+
+def pytorch_tests(args: argparse.Namespace) -> int:
+    from torch_devx.tools import pytorch_tests as runner
+
+    return runner.main(args.source, args.files, args.modes, args.expectations, args.timeout, args.out,
+                       args.keyword, args.json)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         coverage(args.all)
         return 0
     command = {"dump": dump, "compare": compare, "parse": parse, "divergence": divergence,
-               "vendor-test": vendor_test}[args.command]
+               "vendor-test": vendor_test, "pytorch-tests": pytorch_tests}[args.command]
     try:
         return command(args)
     except (FileNotFoundError, ValueError) as e:  # bad paths or options: a message, not a traceback

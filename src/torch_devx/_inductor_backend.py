@@ -21,6 +21,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from . import _C
+from ._real_device import is_devx
 
 _CODEGEN_NAMES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
 _CPU, _CUDA = 0, 1  # c10::DeviceType values of the vendor's compute device
@@ -90,6 +91,13 @@ def devx_default_backend(gm: torch.fx.GraphModule, example_inputs: list, mode: O
     """Graphs holding devx tensors run with aot_eager (inductor has no code generator for them;
     a warning says so once); every other graph compiles with inductor, its mode and options, as
     with inductor as the default."""
+    from . import cuda_mock
+
+    if cuda_mock.reports_devx_as_cuda() and _holds_tensors_of(gm, example_inputs, "cuda"):
+        # Dynamo reads devices through Tensor.device, so it traced devx tensors as CUDA ones.
+        raise RuntimeError("torch.compile cannot compile graphs of devx tensors while DEVX_DEVICE_AS_CUDA=1 "
+                           "reports them as cuda tensors (dynamo traced them as CUDA); use backend='eager' or "
+                           "unset DEVX_DEVICE_AS_CUDA")
     if not _holds_devx_tensors(gm, example_inputs):
         return torch._TorchCompileInductorWrapper(mode, options, None)(gm, example_inputs)
     _warn_once_about_aot_eager(mode, options)
@@ -98,10 +106,18 @@ def devx_default_backend(gm: torch.fx.GraphModule, example_inputs: list, mode: O
     return lookup_backend("aot_eager")(gm, example_inputs)
 
 
-def _holds_devx_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> bool:
+def _graph_values(gm: torch.fx.GraphModule, example_inputs: list) -> list:
     # Inputs, and the values dynamo recorded for every node (a factory may make a devx tensor).
     values = [node.meta.get("example_value") for node in gm.graph.nodes] + list(example_inputs)
-    return any(isinstance(v, torch.Tensor) and v.device.type == "devx" for v in pytree.tree_leaves(values))
+    return [v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor)]
+
+
+def _holds_devx_tensors(gm: torch.fx.GraphModule, example_inputs: list) -> bool:
+    return any(is_devx(v) for v in _graph_values(gm, example_inputs))
+
+
+def _holds_tensors_of(gm: torch.fx.GraphModule, example_inputs: list, device_type: str) -> bool:
+    return any(v.device.type == device_type for v in _graph_values(gm, example_inputs))
 
 
 _warned_about_aot_eager = False

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Optional
 import torch
 
 from . import _C
+from ._real_device import is_devx
 
 __all__ = ["report"]
 
@@ -60,7 +61,7 @@ def _size(n: int) -> str:
 
 
 def _storage_ptr(t: Any) -> Optional[int]:
-    if not isinstance(t, torch.Tensor) or t.device.type != "devx":
+    if not isinstance(t, torch.Tensor) or not is_devx(t):
         return None
     try:
         return t.untyped_storage().data_ptr()

@@ -23,7 +23,8 @@ from typing import Any, Callable
 import torch
 from torch.utils._device import _device_constructors
 
-from . import _C, device_module, nvtx
+from . import _C, _cuda_c_api, _environ, device_module, legacy_types, nvtx
+from ._real_device import is_devx, real_device
 
 logger = logging.getLogger(__name__)
 
@@ -239,8 +240,35 @@ def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = Fa
     return self.devx(device, non_blocking=non_blocking, **kwargs)
 
 
+def _tensor_type(original: Callable) -> Callable:
+    # The C method accepts only PyTorch's own typed-tensor classes and names; devx's (which mocking
+    # puts in torch.cuda's place) are converted here, everything else goes to the original.
+    @functools.wraps(original)
+    def type_(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        target = args[0] if args else kwargs.get("dtype")
+        cls = legacy_types.legacy_type(target)
+        if cls is None:
+            return original(self, *args, **kwargs)
+        return legacy_types.convert(self, cls, non_blocking=kwargs.get("non_blocking", args[1] if len(args) > 1 else False))
+
+    return type_
+
+
+def _device_as_cuda(original: Any) -> property:
+    def device(self: torch.Tensor) -> torch.device:
+        real = real_device(self)
+        return torch.device("cuda", real.index) if real.type == "devx" else real
+
+    return property(device, doc="The tensor's device; a devx one reported as cuda (DEVX_DEVICE_AS_CUDA=1).")
+
+
+def device_as_cuda_requested() -> bool:
+    """DEVX_DEVICE_AS_CUDA (DIPU's DIPU_PYTHON_DEVICE_AS_CUDA accepted): report devx tensors' device as cuda."""
+    return _environ.flag("DEVX_DEVICE_AS_CUDA", default=_environ.flag("DIPU_PYTHON_DEVICE_AS_CUDA", default=False))
+
+
 def _is_cuda(original: property) -> property:
-    return property(lambda self: self.device.type == "devx" or original.__get__(self))
+    return property(lambda self: is_devx(self) or original.__get__(self))
 
 
 # Wrappers are made once, so that disable() then enable() puts back the very same objects.
@@ -294,6 +322,14 @@ def enable() -> None:
     _patch(torch.Tensor, "to", _to)
     _patch(torch.Tensor, "cuda", lambda original: _tensor_cuda)
     _patch(torch.Tensor, "is_cuda", _is_cuda)
+    _patch(torch.Tensor, "type", _tensor_type)
+    if device_as_cuda_requested():
+        _patch(torch.Tensor, "device", _device_as_cuda)
+    for name, cls in legacy_types.TYPES.items():
+        _patch(torch.cuda, name, lambda original, cls=cls: cls)
+    for name, binding in _cuda_c_api.BINDINGS.items():
+        _saved.append((torch._C, name, torch._C.__dict__.get(name, _INHERITED)))
+        setattr(torch._C, name, binding)
     _patch(torch.nn.Module, "to", _to)
     for name in _CUDA_FUNCS:
         _patch(torch.cuda, name, lambda original, name=name: getattr(device_module, name))
@@ -320,6 +356,11 @@ def disable() -> None:
 
 def enabled() -> bool:
     return bool(_saved)
+
+
+def reports_devx_as_cuda() -> bool:
+    """Whether `Tensor.device` says "cuda" for devx tensors (DEVX_DEVICE_AS_CUDA=1 at enable())."""
+    return enabled() and "device" in torch.Tensor.__dict__
 
 
 def wraps_factories() -> bool:

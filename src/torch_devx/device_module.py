@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from . import _C
+from ._real_device import is_devx
 from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: F401
 
 _DeviceLike = Any  # int, str, torch.device or None
@@ -123,7 +124,7 @@ class device_of(device):
     """Context manager that makes the device of tensor `obj` current (no-op for CPU tensors)."""
 
     def __init__(self, obj: torch.Tensor) -> None:
-        super().__init__(obj.get_device() if obj.device.type == "devx" else -1)
+        super().__init__(obj.get_device() if is_devx(obj) else -1)
 
 
 def synchronize(device: _DeviceLike = None) -> None:
@@ -318,5 +319,9 @@ def __getattr__(name: str) -> Any:
         return _inductor_backend.codegen_class(name)
     raise AttributeError(f"module 'torch.devx' has no attribute {name!r}")
 
+
+from .legacy_types import TYPES as _LEGACY_TYPES  # noqa: E402
+
+globals().update(_LEGACY_TYPES)  # torch.devx.FloatTensor, ... (legacy_types.py)
 
 from . import amp, memory, nvtx  # noqa: E402,F401  (torch.devx.amp and .memory; they read the functions above)

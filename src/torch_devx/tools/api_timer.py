@@ -50,6 +50,7 @@ import torch.nn as nn
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._pytree import tree_leaves
 
+from .._real_device import is_devx
 from ._common import ModeTool, api_name
 
 __all__ = ["ApiStat", "ApiTimer"]
@@ -120,7 +121,7 @@ class ApiTimer(ModeTool):
     def _synchronize(self, *objs: Any) -> None:
         with torch._C.DisableTorchFunction():
             devices = {t.device for t in tree_leaves(objs)
-                       if isinstance(t, torch.Tensor) and t.device.type == "devx"}
+                       if isinstance(t, torch.Tensor) and is_devx(t)}
         for device in devices:
             torch.devx.synchronize(device)
 

@@ -56,6 +56,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from .._real_device import is_devx
 from ._common import op_name, run_as_main, user_frame
 from ._metrics import compare_tensors
 from ._modules import ModuleTracker
@@ -131,7 +132,7 @@ class DivergenceError(RuntimeError):
 
 
 def _is_devx(x: Any) -> bool:
-    return (isinstance(x, torch.Tensor) and x.device.type == "devx") or \
+    return (isinstance(x, torch.Tensor) and is_devx(x)) or \
         (isinstance(x, torch.device) and x.type == "devx")
 
 
@@ -255,7 +256,7 @@ class DivergenceFinder(TorchDispatchMode):
     # -- the shadow run ---------------------------------------------------------------------------
     def _shadow(self, x: Any) -> Any:
         """x's CPU shadow (a devx tensor's, made from its value when it has none), else _to_cpu(x)."""
-        if not (isinstance(x, torch.Tensor) and x.device.type == "devx"):
+        if not (isinstance(x, torch.Tensor) and is_devx(x)):
             return _to_cpu(x)
         shadow = self._shadows.get(x)
         if shadow is None:
