@@ -137,6 +137,41 @@ def measure(make: Callable[[], Callable[[], object]], on: Callable[[], None], of
     return {"off_us": o * 1e6, "on_us": n * 1e6, "on_over_off": n / o, "off_again_over_off": a / o}
 
 
+def environment_write_cost(repeats: int, min_time: float) -> dict[str, float]:
+    """What an os.environ write to a variable that is no setting costs the op after it: that op's
+    time (write-and-op minus the write alone) with torch_devx watching the environment against the
+    same without the watch (which measures what any environment write costs the next op, devx or
+    not), interleaved. Also the write itself, watched and not."""
+    from torch_devx import _environ
+
+    a = torch.randn(4, 4, device="devx")
+    counter = iter(range(1 << 62))
+
+    def write() -> None:
+        os.environ["DEVX_BENCH_UNRELATED"] = str(next(counter))
+
+    def write_and_op() -> object:
+        write()
+        return a + a
+
+    times: dict[str, list[float]] = {k: [] for k in ("write", "both", "write_unwatched", "both_unwatched")}
+    for _ in range(repeats):
+        times["write"].append(time_per_call(write, min_time))
+        times["both"].append(time_per_call(write_and_op, min_time))
+        _environ.unwatch()
+        try:
+            times["write_unwatched"].append(time_per_call(write, min_time))
+            times["both_unwatched"].append(time_per_call(write_and_op, min_time))
+        finally:
+            _environ.watch()
+    m = {k: statistics.median(v) for k, v in times.items()}
+    op_after = m["both"] - m["write"]
+    op_after_unwatched = m["both_unwatched"] - m["write_unwatched"]
+    return {"op_after_write_us": op_after * 1e6, "op_after_write_unwatched_us": op_after_unwatched * 1e6,
+            "watched_over_unwatched": op_after / op_after_unwatched,
+            "write_us": m["write"] * 1e6, "write_unwatched_us": m["write_unwatched"] * 1e6}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
@@ -156,6 +191,13 @@ def main() -> None:
         results[name] = {"small_op": small, "train_step": step}
         print(f"{name:40s} {small['on_over_off']:16.2f} {small['off_again_over_off']:14.2f} "
               f"{step['on_over_off']:12.2f} {step['off_again_over_off']:14.2f}")
+    if not args.only:
+        env = environment_write_cost(repeats, min_time)
+        results["unrelated os.environ write"] = {"small_op": env}
+        print(f"a small op after an unrelated os.environ write, devx watching the environment / not: "
+              f"{env['watched_over_unwatched']:.2f} ({env['op_after_write_us']:.2f} / "
+              f"{env['op_after_write_unwatched_us']:.2f} us); the write itself {env['write_us']:.2f} / "
+              f"{env['write_unwatched_us']:.2f} us")
     first = next(iter(results.values()))
     print(f"off: small op {first['small_op']['off_us']:.2f} us, train step {first['train_step']['off_us'] / 1e3:.2f} ms")
     if args.json:

@@ -192,8 +192,8 @@ def devx():
     diagnostics.set_force_fallback([])
     torch.devx.set_device(0)
     yield torch_devx
-    diagnostics.set_force_fallback([])
     os.environ.pop("DIPU_FORCE_FALLBACK_OPS_LIST", None)
+    diagnostics.set_setting("DIPU_FORCE_FALLBACK_OPS_LIST", None)
     torch.devx.set_device(0)
     if not cuda_mock.enabled():
         cuda_mock.enable()

@@ -234,7 +234,7 @@ def test_device_count_default_and_from_env(run_sim: RunSim) -> None:
         ("DEVX_SIM_MEMORY", "G", "K/M/G/T suffix such as 8GiB"),
         ("DEVX_SIM_MEMORY", "0", "out of range"),
         ("DEVX_SIM_MEMORY", "99999999T", "out of range"),
-        ("DEVX_SIM_ASYNC", "maybe", "0/1, true/false or on/off"),
+        ("DEVX_SIM_ASYNC", "maybe", "1/0, true/false, on/off or yes/no"),
     ],
 )
 def test_bad_setting_fails_init(run_sim: RunSim, name: str, value: str, accepted: str) -> None:

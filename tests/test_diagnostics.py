@@ -22,6 +22,7 @@ def diag():
     yield torch_devx.diagnostics
     for name in DIAG_VARS:
         os.environ.pop(name, None)
+        torch_devx.diagnostics.set_setting(name, None)  # what the API set for this process
     torch_devx.diagnostics.override_kernel("mul.Tensor", None)
     torch_devx.diagnostics.override_kernel("add_.Tensor", None)
     torch_devx.diagnostics.reset_autocompare_stats()

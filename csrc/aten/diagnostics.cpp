@@ -19,11 +19,12 @@
 #include "profiler/device_activity.h"
 #include "runtime/stream.h"
 #include "runtime/vendor.h"
-#include "runtime/env.h"
 #include "runtime/log.h"
 #include "runtime/op_origin.h"
 #include "runtime/python_hooks.h"
 #include "runtime/sanitizer.h"
+#include "common/text_parse.h"
+#include "runtime/settings.h"
 
 namespace devx::diag {
 
@@ -83,17 +84,8 @@ std::string normalize_pattern(std::string pattern) {
 }
 
 std::vector<std::string> split_patterns(const std::string& spec) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= spec.size()) {
-    size_t comma = spec.find(',', pos);
-    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
-    auto b = item.find_first_not_of(" \t'\"");
-    if (b == std::string::npos) continue;
-    auto e = item.find_last_not_of(" \t'\"");
-    out.push_back(normalize_pattern(item.substr(b, e - b + 1)));
-  }
+  std::vector<std::string> out = text::split_list(spec, " \t'\"");  // quotes as a shell user may leave them
+  for (std::string& pattern : out) pattern = normalize_pattern(pattern);
   return out;
 }
 
@@ -138,15 +130,15 @@ std::string overload_name(const c10::OperatorName& n) {
 
 void refresh_locked() {
   Settings s;
-  s.force_patterns = split_patterns(env::get_string("DIPU_FORCE_FALLBACK_OPS_LIST", ""));
+  using settings::Id;
+  s.force_patterns = split_patterns(settings::get_text(Id::DIPU_FORCE_FALLBACK_OPS_LIST));
   s.force = compile_all("DIPU_FORCE_FALLBACK_OPS_LIST", s.force_patterns);
-  s.dump_level = static_cast<int>(env::get_int("DIPU_DUMP_OP_ARGS", 0, 0, 3));
-  s.dump_max_elements = env::get_int("DEVX_DUMP_OP_ARGS_MAX_ELEMENTS", 16, 0, std::numeric_limits<int32_t>::max());
-  s.compare_all = env::get_bool("DIPU_AUTOCOMPARE", false);
-  s.compare = compile_all("DIPU_AUTOCOMPARE_OPS_LIST",
-                          split_patterns(env::get_string("DIPU_AUTOCOMPARE_OPS_LIST", "")));
-  s.compare_raise = env::get_bool("DIPU_AUTOCOMPARE_RAISE", false);
-  s.sanitize = env::get_bool("DEVX_SIM_SANITIZE", false);
+  s.dump_level = static_cast<int>(settings::get_int(Id::DIPU_DUMP_OP_ARGS));
+  s.dump_max_elements = settings::get_int(Id::DEVX_DUMP_OP_ARGS_MAX_ELEMENTS);
+  s.compare_all = settings::get_bool(Id::DIPU_AUTOCOMPARE);
+  s.compare = compile_all("DIPU_AUTOCOMPARE_OPS_LIST", split_patterns(settings::get_text(Id::DIPU_AUTOCOMPARE_OPS_LIST)));
+  s.compare_raise = settings::get_bool(Id::DIPU_AUTOCOMPARE_RAISE);
+  s.sanitize = settings::get_bool(Id::DEVX_SIM_SANITIZE);
   bool any = s.dump_level > 0 || !g_overrides.empty() || g_op_hook != nullptr || profiler::recording();
   for (int i = 0; i < gen::kNumOps; ++i) {
     uint8_t f = flags_of(s, op_overload_name(i));
@@ -219,11 +211,31 @@ void slow_path_fn(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
 
 struct Init {
   Init() {
-    env::add_listener([] { g_gate.fetch_or(kStale, std::memory_order_relaxed); });
     profiler::add_recording_listener([] { g_gate.fetch_or(kStale, std::memory_order_relaxed); });
   }
 };
 Init g_init;
+
+// Set by the first refresh(), at module initialisation: before it, the op tables and the other
+// clients of a refresh may not exist yet (static initialisation).
+std::atomic<bool> g_ready{false};
+
+// A diagnostics setting changed: applied now, before the next op starts (a dump switched on must
+// see that op's autograd node made), and a bad pattern is a ValueError where it was set.
+void on_setting_change() {
+  if (!g_ready.load(std::memory_order_acquire)) {
+    g_gate.fetch_or(kStale, std::memory_order_relaxed);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  refresh_locked();
+}
+
+settings::Watch g_watch({settings::Id::DIPU_FORCE_FALLBACK_OPS_LIST, settings::Id::DIPU_DUMP_OP_ARGS,
+                         settings::Id::DEVX_DUMP_OP_ARGS_MAX_ELEMENTS, settings::Id::DIPU_AUTOCOMPARE,
+                         settings::Id::DIPU_AUTOCOMPARE_OPS_LIST, settings::Id::DIPU_AUTOCOMPARE_RAISE,
+                         settings::Id::DEVX_SIM_SANITIZE},
+                        &on_setting_change);
 
 // "forced to the CPU: addmm.out (pattern 'addmm')", once per op and pattern list: the user sees
 // that a pattern took effect, and which of several did.
@@ -387,6 +399,7 @@ void validate_pattern(const std::string& pattern) {
 void refresh() {
   std::lock_guard<std::mutex> lock(g_mutex);
   refresh_locked();
+  g_ready.store(true, std::memory_order_release);
 }
 
 void set_op_hook(OpHook hook, const std::vector<std::string>& patterns) {

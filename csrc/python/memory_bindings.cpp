@@ -8,7 +8,7 @@
 #include "python/python_threads.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
-#include "runtime/env.h"
+#include "runtime/settings.h"
 #include "runtime/memory_history.h"
 #include "runtime/memory_markers.h"
 #include "runtime/sync_debug.h"
@@ -107,7 +107,7 @@ py::dict snapshot() {
     traces.append(std::move(trace));
   }
   py::dict settings;
-  settings["PYTORCH_CUDA_ALLOC_CONF"] = env::get_string("DEVX_ALLOC_CONF", "");
+  settings["PYTORCH_CUDA_ALLOC_CONF"] = devx::settings::get_text(devx::settings::Id::DEVX_ALLOC_CONF);
   settings["expandable_segments"] = false;
   py::dict out;
   out["segments"] = std::move(segs);

@@ -21,10 +21,10 @@
 #include "aten/vendor_call.h"
 #include "python/cuda_alias.h"
 #include "python/memory_bindings.h"
+#include "python/settings_bindings.h"
 #include "python/python_threads.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
-#include "runtime/env.h"
 #include "runtime/exception.h"
 #include "runtime/fork.h"
 #include "runtime/generator.h"
@@ -270,6 +270,7 @@ void translate_errors() {
 PYBIND11_MODULE(_C, m) {
   translate_errors();
   devx::bind_memory(m);
+  devx::bind_settings(m);
   m.def("_set_library_dirs", [](std::vector<std::string> dirs) { library_dirs() = std::move(dirs); },
         "The folders whose files are library code, not the user's (torch_devx._frames.LIBRARY_DIRS)");
   m.def("_init", &init, "Load a vendor library (the one requested, or the usable one of highest priority) and set up the op table");
@@ -304,7 +305,6 @@ PYBIND11_MODULE(_C, m) {
     return reinterpret_cast<uintptr_t>(devx::DevxStream(stream).handle());
   });
   m.def("_mem_get_info", [](int64_t i) { return devx::devx_allocator()->getMemoryInfo(devx::device_index_arg(i)); });
-  m.def("_env_changed", &devx::env::bump_generation, "Tell the backend os.environ was written");
   m.def("_fallback_stats", &devx::fallback_stats);
   m.def("_reset_fallback_stats", &devx::reset_fallback_stats);
   m.def("_vendor_kernel_stats", [] {
@@ -332,7 +332,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_raw_stream", [](int64_t device) {
     return reinterpret_cast<intptr_t>(devx::getCurrentDevxStream(devx::device_index_arg(device)).handle());
   });
-  m.def("_reload_log_levels", &devx::log::reload);
   auto module_or_throw = [](const std::string& name) {
     auto m = devx::log::module_named(name);
     TORCH_CHECK_VALUE(m, "devx log: unknown module '", name, "'");
@@ -388,7 +387,6 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_mem_check_backtrace", &devx::memcheck::backtrace);
-  m.def("_trace_reload", &devx::trace::reload);
   m.def("_sync_summary", &devx::trace::sync_summary);
   m.def("_reset_sync_summary", &devx::trace::reset_sync_summary);
   m.def("_mem_check_live", &devx::memcheck::live_count);

@@ -4,7 +4,8 @@
 #include <cerrno>
 #include <limits>
 
-#include "runtime/env.h"
+#include "common/text_parse.h"
+#include "runtime/settings.h"
 #include "runtime/device.h"
 #include "runtime/exception.h"
 #include "runtime/stream.h"
@@ -41,13 +42,8 @@ void for_pool(bool small, F f) {
 
 AllocatorSettings read_allocator_settings() {
   AllocatorSettings s;
-  std::string conf = env::get_string("DEVX_ALLOC_CONF", "");
-  size_t pos = 0;
-  while (pos < conf.size()) {
-    size_t comma = conf.find(',', pos);
-    std::string item = conf.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? conf.size() : comma + 1;
-    if (item.empty()) continue;
+  const std::string conf = settings::get_text(settings::Id::DEVX_ALLOC_CONF);
+  for (const std::string& item : text::split_list(conf)) {
     size_t colon = item.find(':');
     TORCH_CHECK_VALUE(colon != std::string::npos, "DEVX_ALLOC_CONF='", conf, "': '", item,
                       "' is not key:value (known key: max_split_size_mb)");

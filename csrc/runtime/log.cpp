@@ -13,7 +13,8 @@
 
 #include <c10/util/Exception.h>
 
-#include "runtime/env.h"
+#include "common/text_parse.h"
+#include "runtime/settings.h"
 
 namespace devx::log {
 
@@ -30,8 +31,7 @@ FILE* g_file = nullptr;  // DEVX_LOG_PATH's file for this process; stderr when n
 std::string g_file_dir;
 
 Level parse_level(const std::string& s, const std::string& whole) {
-  std::string u;
-  for (char c : s) u.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  std::string u = text::upper(text::trim(s));
   if (u == "WARNING") u = "WARN";
   for (size_t i = 0; i < kLevelNames.size(); ++i) {
     if (u == kLevelNames[i]) return static_cast<Level>(i);
@@ -43,17 +43,6 @@ Level parse_level(const std::string& s, const std::string& whole) {
 struct Init {
   Init() {
     for (auto& l : g_levels) l.store(static_cast<int>(Level::WARN));
-    try {
-      reload();
-    } catch (const std::exception&) {
-      // Reported again, as a Python exception, when the package calls reload() at import.
-    }
-    env::add_listener([] {
-      try {
-        reload();
-      } catch (const std::exception&) {
-      }
-    });
   }
 };
 Init g_init;
@@ -81,7 +70,7 @@ FILE* open_log_file(const std::string& dir) {
 // Switches to the file DEVX_LOG_PATH names now. If it cannot be opened, the log stays where it
 // was and the next reload tries again.
 void reopen_file() {
-  std::string dir = env::get_string("DEVX_LOG_PATH", "");
+  std::string dir = settings::get_text(settings::Id::DEVX_LOG_PATH);
   std::lock_guard<std::mutex> lock(g_write_mutex);
   if (dir == g_file_dir) return;
   FILE* opened = dir.empty() ? nullptr : open_log_file(dir);
@@ -94,24 +83,16 @@ void reopen_file() {
 
 void reload() {
   reopen_file();
-  std::string spec = env::get_string("DEVX_LOG_LEVEL", "WARN");
+  std::string spec = settings::get_text(settings::Id::DEVX_LOG_LEVEL);
   std::array<int, kModules> levels;
   levels.fill(static_cast<int>(Level::WARN));
-  size_t pos = 0;
-  while (pos <= spec.size()) {
-    size_t comma = spec.find(',', pos);
-    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
-    auto b = item.find_first_not_of(' ');
-    if (b == std::string::npos) continue;
-    item = item.substr(b, item.find_last_not_of(' ') - b + 1);
+  for (const std::string& item : text::split_list(spec)) {
     auto eq = item.find('=');
     if (eq == std::string::npos) {
       levels.fill(static_cast<int>(parse_level(item, spec)));
       continue;
     }
-    std::string mod = item.substr(0, eq);
-    for (auto& c : mod) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::string mod = text::upper(text::trim(item.substr(0, eq)));
     size_t m = 0;
     while (m < kModules && mod != kModuleNames[m]) ++m;
     TORCH_CHECK_VALUE(m < kModules, "DEVX_LOG_LEVEL='", spec, "': unknown module '", mod,
@@ -139,5 +120,10 @@ std::optional<Module> module_named(const std::string& name) {
   }
   return std::nullopt;
 }
+
+namespace {
+// Constructed after g_init (same file, later): the defaults are in place when it first reloads.
+settings::Watch g_watch({settings::Id::DEVX_LOG_LEVEL, settings::Id::DEVX_LOG_PATH}, &reload);
+}  // namespace
 
 }  // namespace devx::log

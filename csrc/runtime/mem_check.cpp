@@ -7,10 +7,10 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "runtime/env.h"
 #include "runtime/log.h"
 #include "runtime/native_stack.h"
 #include "runtime/op_origin.h"
+#include "runtime/settings.h"
 
 namespace devx::memcheck {
 
@@ -38,19 +38,19 @@ std::atomic<bool> g_backtrace{false};
 std::atomic<int64_t> g_interval{0};
 
 void reload() {
-  try {
-    const bool on = env::get_bool("DIPU_MEM_CHECK", false);
-    g_backtrace.store(env::get_bool("DIPU_MEM_CHECK_ENABLE_BACKTRACE", false), std::memory_order_relaxed);
-    g_interval.store(env::get_int("DIPU_MEM_CHECK_LOG_INTERVAL", 0, 0, std::numeric_limits<int64_t>::max()),
-                     std::memory_order_relaxed);
-    op_origin::observe(op_origin::Client::kMemCheck, on);
-    g_enabled.store(on, std::memory_order_relaxed);
-  } catch (const std::exception&) {
-    // A bad value is reported by the Python layer, which validates it at the assignment.
-  }
+  using settings::Id;
+  const bool on = settings::get_bool(Id::DIPU_MEM_CHECK);
+  const bool backtrace = settings::get_bool(Id::DIPU_MEM_CHECK_ENABLE_BACKTRACE);
+  const int64_t interval = settings::get_int(Id::DIPU_MEM_CHECK_LOG_INTERVAL);
+  g_backtrace.store(backtrace, std::memory_order_relaxed);
+  g_interval.store(interval, std::memory_order_relaxed);
+  op_origin::observe(op_origin::Client::kMemCheck, on);
+  g_enabled.store(on, std::memory_order_relaxed);
 }
 
-env::Watch g_watch(&reload);
+settings::Watch g_watch({settings::Id::DIPU_MEM_CHECK, settings::Id::DIPU_MEM_CHECK_ENABLE_BACKTRACE,
+                         settings::Id::DIPU_MEM_CHECK_LOG_INTERVAL},
+                        &reload);
 
 std::string origin(const Record& r) {
   std::string where = r.site.str();

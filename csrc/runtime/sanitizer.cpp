@@ -16,10 +16,10 @@
 #include <mutex>
 #include <sstream>
 
-#include "runtime/env.h"
 #include "runtime/exception.h"
 #include "runtime/log.h"
 #include "runtime/python_hooks.h"
+#include "runtime/settings.h"
 #include "runtime/vendor.h"
 
 namespace devx::sanitizer {
@@ -555,13 +555,7 @@ std::string check_range_locked(const char* side, const void* p, size_t n) {
 }
 
 void reload() {
-  bool on = false;
-  try {
-    on = env::get_bool("DEVX_SIM_SANITIZE", false);
-  } catch (const std::exception&) {
-    return;  // the Python layer validates the value at the assignment and reports it
-  }
-  if (on) {
+  if (settings::get_bool(settings::Id::DEVX_SIM_SANITIZE)) {
     g_enabled.store(true, std::memory_order_relaxed);
     return;
   }
@@ -577,7 +571,7 @@ void reload() {
   for (const std::string& report : take_reports_locked()) log::warn(log::Module::ALLOC, report);
 }
 
-env::Watch g_watch(&reload);
+settings::Watch g_watch({settings::Id::DEVX_SIM_SANITIZE}, &reload);
 
 }  // namespace
 

@@ -11,7 +11,8 @@
 #include <mutex>
 #include <sstream>
 
-#include "runtime/env.h"
+#include "common/text_parse.h"
+#include "runtime/settings.h"
 #include "runtime/log.h"
 #include "runtime/python_hooks.h"
 #include "runtime/vendor.h"
@@ -138,32 +139,14 @@ void build_shims() {
   g_shim.event_synchronize = shim_event_synchronize;
 }
 
-void on_env_change() {
-  try {
-    reload();
-  } catch (const std::exception&) {
-    // Reported by the Python layer, which validates the value at the assignment.
-  }
-}
-
-struct Init {
-  Init() { env::add_listener(&on_env_change); }
-};
-Init g_init;
-
 }  // namespace
 
 void reload() {
-  std::string spec = env::get_string("DEVX_TRACE_RUNTIME", "");
+  std::string spec = settings::get_text(settings::Id::DEVX_TRACE_RUNTIME);
   if (spec == "0") spec.clear();  // 0, like empty, means off
   std::array<int, kKinds> levels{};
-  size_t pos = 0;
-  while (pos < spec.size()) {
-    size_t comma = spec.find(',', pos);
-    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? spec.size() : comma + 1;
+  for (std::string item : text::split_list(spec)) {
     item.erase(std::remove(item.begin(), item.end(), ' '), item.end());
-    if (item.empty()) continue;
     size_t eq = item.find('=');
     std::string key = item.substr(0, eq);
     std::string value = eq == std::string::npos ? "1" : item.substr(eq + 1);
@@ -230,5 +213,9 @@ void reset_sync_summary() {
   std::lock_guard<std::mutex> lock(g_summary_mutex);
   g_sync.clear();
 }
+
+namespace {
+settings::Watch g_watch({settings::Id::DEVX_TRACE_RUNTIME}, &reload);
+}  // namespace
 
 }  // namespace devx::trace

@@ -79,17 +79,15 @@ _import_hooks.after_import("torch._prims.rng_prims", _rng_prims.register)
 _import_hooks.after_import("torch._dynamo.backends.registry", _inductor_backend.install_default_backend)
 
 # Bad values fail here, at import, rather than being ignored.
-_environ.flag("DIPU_MEM_CHECK", default=False)
-_environ.flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False)
-_environ.count("DIPU_MEM_CHECK_LOG_INTERVAL", default=0)
-_environ.flag("DEVX_SIM_SANITIZE", default=False)
+_C._validate_settings()
 diagnostics.check_force_fallback_patterns()
+_environ.add_python_listener("DIPU_FORCE_FALLBACK_OPS_LIST", diagnostics._force_fallback_changed)
 atexit.register(diagnostics._report_autocompare_at_exit)
 atexit.register(diagnostics._report_leaks_at_exit)
 atexit.register(diagnostics._report_syncs_at_exit)
 
 # DIPU_MOCK_CUDA is DIPU's name for the same switch; DEVX_MOCK_CUDA wins where both are set.
-if _environ.flag("DEVX_MOCK_CUDA", default=_environ.flag("DIPU_MOCK_CUDA", default=True)):
+if _environ.flag("DEVX_MOCK_CUDA", synonym="DIPU_MOCK_CUDA"):
     cuda_mock.enable()
 
 vendor: str = _C._vendor_name()

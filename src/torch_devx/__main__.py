@@ -1,6 +1,7 @@
 """Command line: `python -m torch_devx COMMAND`.
 
     coverage [--all]                          which ops run natively on each vendor
+    settings                                  every setting: its value, where it came from, what it does
     dump [--out DIR] [--mode M] [--level L] [--steps N,N...] [--range START END] script.py [args...]
                                               run a script with every API call dumped; each optimizer.step()
                                               ends a step (steps count from 0; a script without an
@@ -78,6 +79,15 @@ def coverage(show_all: bool) -> None:
         else:
             reason = (result.stderr.strip().splitlines() or ["unknown error"])[-1]
             print(f"vendor {other}: not usable here ({reason})")
+
+
+def settings() -> None:
+    import torch_devx
+
+    rows = torch_devx.diagnostics.settings()
+    width = max(len(name) for name, *_ in rows)
+    for name, value, source, help_text in rows:
+        print(f"{name:<{width}}  {value or '(empty)':<16} {source:<11}  {help_text}")
 
 
 def dump(args: argparse.Namespace) -> int:
@@ -182,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     cov = sub.add_parser("coverage", help="which ops run natively on each vendor")
     cov.add_argument("--all", action="store_true", help="list every op, not only those that fall back")
+    sub.add_parser("settings", help="every setting of torch_devx: its value, where it came from (default, "
+                                    "environment) and what it does")
 
     dmp = sub.add_parser("dump", help="run a script, dumping every API call's inputs and outputs",
                          description="Run SCRIPT as __main__ with every API call's inputs and outputs recorded "
@@ -290,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "coverage":
         coverage(args.all)
+        return 0
+    if args.command == "settings":
+        settings()
         return 0
     command = {"dump": dump, "compare": compare, "parse": parse, "divergence": divergence,
                "vendor-test": vendor_test, "pytorch-tests": pytorch_tests}[args.command]

@@ -61,7 +61,7 @@ def _cuda_clearCublasWorkspaces() -> None:  # noqa: N802
 
 def _cuda_cudaCachingAllocator_is_enabled() -> bool:  # noqa: N802
     # The sanitizer is the one setting under which devx allocations bypass the cache.
-    return not _environ.flag("DEVX_SIM_SANITIZE", default=False)
+    return not _environ.flag("DEVX_SIM_SANITIZE")
 
 
 BINDINGS = {

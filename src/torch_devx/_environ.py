@@ -1,79 +1,97 @@
-"""Makes every switch a run-time switch: writes to os.environ are reported to the backend.
+"""Settings: the environment configures a process at launch and its children; the Python API
+(`diagnostics.set_*`, `set`) changes this process only.
 
-The C++ side caches parsed settings and re-reads them when told the environment changed, so
-`os.environ["DIPU_FORCE_FALLBACK_OPS_LIST"] = "add.*"` takes effect at the next op. Only
-os.environ is watched; os.putenv() bypasses Python's mapping and is not seen.
+Every setting is declared once, in C++ (csrc/runtime/settings_table.h), and parsed there. Writes
+to the environment made from Python reach the backend through `os.putenv`/`os.unsetenv`, which
+`os.environ` calls for every change: a write to a setting validates it (a ValueError at the
+assignment) and runs only its listeners, so it takes effect at the next op; a write to any other
+variable costs one dictionary lookup. `os.environ` itself stays the standard mapping.
 """
 from __future__ import annotations
 
 import os
+from typing import Any, Callable, Optional
 
 from . import _C
 
-# Settings whose bad values should fail at the assignment, not at the next op.
-_VALIDATORS = {
-    "DEVX_LOG_LEVEL": _C._reload_log_levels,
-    "DEVX_LOG_PATH": _C._reload_log_levels,
-    "DIPU_FORCE_FALLBACK_OPS_LIST": lambda: _check_force_fallback_patterns(),
-    "DIPU_DUMP_OP_ARGS": _C._refresh_diagnostics,
-    "DEVX_DUMP_OP_ARGS_MAX_ELEMENTS": _C._refresh_diagnostics,
-    "DIPU_AUTOCOMPARE": _C._refresh_diagnostics,
-    "DIPU_AUTOCOMPARE_OPS_LIST": _C._refresh_diagnostics,
-    "DIPU_AUTOCOMPARE_RAISE": _C._refresh_diagnostics,
-    "DEVX_TRACE_RUNTIME": _C._trace_reload,
-    "DIPU_MEM_CHECK": lambda: flag("DIPU_MEM_CHECK", default=False),
-    "DIPU_MEM_CHECK_ENABLE_BACKTRACE": lambda: flag("DIPU_MEM_CHECK_ENABLE_BACKTRACE", default=False),
-    "DIPU_MEM_CHECK_LOG_INTERVAL": lambda: count("DIPU_MEM_CHECK_LOG_INTERVAL", default=0),
-    "DEVX_SIM_SANITIZE": lambda: flag("DEVX_SIM_SANITIZE", default=False),
-}
+# Python-side checks run after the backend took a new value (warnings rather than errors).
+_PYTHON_LISTENERS: dict[str, Callable[[], None]] = {}
+
+_original_putenv = os.putenv
+_original_unsetenv = os.unsetenv
 
 
-def _check_force_fallback_patterns() -> None:
-    from . import diagnostics  # imported after this module
-
-    _C._refresh_diagnostics()
-    diagnostics.check_force_fallback_patterns()
+def _name(key: Any) -> str:
+    return os.fsdecode(key) if isinstance(key, (bytes, str)) else str(key)
 
 
-class _WatchedEnviron(os._Environ):  # type: ignore[name-defined]
-    def __setitem__(self, key: str, value: str) -> None:
-        super().__setitem__(key, value)
-        _changed(key)
+def _putenv(key: Any, value: Any) -> None:
+    name = _name(key)
+    previous = os.environ.get(name)  # os.environ updates its mapping after this call returns
+    _original_putenv(key, value)
+    try:
+        _changed(name)
+    except BaseException:
+        # A rejected value does not stay in the environment (nor, as this raises before it
+        # updates its mapping, in os.environ), where children and later reads would meet it.
+        if previous is None:
+            _original_unsetenv(key)
+        else:
+            _original_putenv(key, previous)
+        _C._env_changed(name)
+        raise
 
-    def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
-        _changed(key)
+
+def _unsetenv(key: Any) -> None:
+    _original_unsetenv(key)
+    _changed(_name(key))
 
 
-def _changed(key: str) -> None:
-    _C._env_changed()
-    validate = _VALIDATORS.get(key)
-    if validate is not None:
-        validate()
+def _changed(name: str) -> None:
+    _C._env_changed(name)
+    listener = _PYTHON_LISTENERS.get(name)
+    if listener is not None:
+        listener()
 
 
 def watch() -> None:
-    if not isinstance(os.environ, _WatchedEnviron):
-        os.environ.__class__ = _WatchedEnviron
+    """Start reporting environment writes to the backend (at import; undone by `unwatch`)."""
+    os.putenv = _putenv
+    os.unsetenv = _unsetenv
 
 
-def flag(name: str, default: bool) -> bool:
-    """A boolean switch: 1/0, true/false, on/off, yes/no; anything else is a ValueError."""
-    raw = os.environ.get(name, "").strip().lower()
-    if raw == "":
-        return default
-    if raw in ("1", "true", "on", "yes"):
-        return True
-    if raw in ("0", "false", "off", "no"):
-        return False
-    raise ValueError(f"{name}={raw!r} is not a boolean; use 1/0, true/false, on/off or yes/no")
+def unwatch() -> None:
+    os.putenv = _original_putenv
+    os.unsetenv = _original_unsetenv
 
 
-def count(name: str, default: int) -> int:
-    """A non-negative integer setting; anything else is a ValueError."""
-    raw = os.environ.get(name, "").strip()
-    if raw == "":
-        return default
-    if not raw.isdigit():
-        raise ValueError(f"{name}={raw!r} is not a non-negative integer")
-    return int(raw)
+def add_python_listener(name: str, listener: Callable[[], None]) -> None:
+    _PYTHON_LISTENERS[name] = listener
+
+
+def entries() -> list[tuple[str, str, str, str]]:
+    """(name, value, source, help) of every setting; source is "default", "environment" or "api"."""
+    return [tuple(entry) for entry in _C._settings()]
+
+
+def source(name: str) -> str:
+    for entry in _C._settings():
+        if entry[0] == name:
+            return entry[2]
+    raise ValueError(f"{name!r} is not a torch_devx setting")
+
+
+def flag(name: str, synonym: Optional[str] = None) -> bool:
+    """A boolean setting's value (a ValueError naming it when its text is no boolean). `synonym`
+    (DIPU's name of the same switch) decides where `name` itself was not set."""
+    if synonym is not None and source(name) == "default" and source(synonym) != "default":
+        return _C._setting_bool(synonym)
+    return _C._setting_bool(name)
+
+
+def set_value(name: str, text: Optional[str]) -> None:
+    """Set a setting for this process only (None: back to the environment or the default)."""
+    _C._set_setting(name, text)
+    listener = _PYTHON_LISTENERS.get(name)
+    if listener is not None:
+        listener()

@@ -264,7 +264,7 @@ def _device_as_cuda(original: Any) -> property:
 
 def device_as_cuda_requested() -> bool:
     """DEVX_DEVICE_AS_CUDA (DIPU's DIPU_PYTHON_DEVICE_AS_CUDA accepted): report devx tensors' device as cuda."""
-    return _environ.flag("DEVX_DEVICE_AS_CUDA", default=_environ.flag("DIPU_PYTHON_DEVICE_AS_CUDA", default=False))
+    return _environ.flag("DEVX_DEVICE_AS_CUDA", synonym="DIPU_PYTHON_DEVICE_AS_CUDA")
 
 
 def _is_cuda(original: property) -> property:

@@ -1,8 +1,8 @@
-"""Python API of the backend's diagnostics (each mirrors an environment switch)."""
+"""Python API of the backend's diagnostics. Each setter mirrors an environment switch but sets it
+for this process only: the environment, which children inherit, is left alone."""
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import warnings
 from typing import Any, Callable
@@ -10,7 +10,7 @@ from typing import Any, Callable
 import torch
 from torch import _C as _torch_c
 
-from . import _C, _frames
+from . import _C, _environ, _frames
 
 
 def fallback_stats() -> dict[str, int]:
@@ -52,7 +52,12 @@ def set_force_fallback(patterns: list[str] | None) -> None:
         if "," in p:
             raise ValueError(f"force-fallback pattern {p!r} contains ','; pass each pattern separately")
         _C._validate_pattern(p)
-    os.environ["DIPU_FORCE_FALLBACK_OPS_LIST"] = ",".join(patterns)
+    _environ.set_value("DIPU_FORCE_FALLBACK_OPS_LIST", ",".join(patterns))
+
+
+def _force_fallback_changed() -> None:
+    _C._refresh_diagnostics()
+    check_force_fallback_patterns()
 
 
 _checked_force_patterns: set[str] = set()
@@ -118,22 +123,22 @@ def set_dump_op_args(level: int, max_elements: int | None = None) -> None:
     if max_elements is not None:
         if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 0:
             raise ValueError(f"max_elements {max_elements!r} is not a non-negative integer")
-        os.environ["DEVX_DUMP_OP_ARGS_MAX_ELEMENTS"] = str(max_elements)
-    os.environ["DIPU_DUMP_OP_ARGS"] = str(level)
+        _environ.set_value("DEVX_DUMP_OP_ARGS_MAX_ELEMENTS", str(max_elements))
+    _environ.set_value("DIPU_DUMP_OP_ARGS", str(level))
 
 
 def set_autocompare(ops: bool | list[str], raise_on_mismatch: bool = False) -> None:
     """Compare ops with the CPU: True for every op, a list of regexes for some, False/[] for none
     (DIPU_AUTOCOMPARE / DIPU_AUTOCOMPARE_OPS_LIST / DIPU_AUTOCOMPARE_RAISE)."""
     if isinstance(ops, bool):
-        os.environ["DIPU_AUTOCOMPARE"] = "1" if ops else "0"
-        os.environ["DIPU_AUTOCOMPARE_OPS_LIST"] = ""
+        _environ.set_value("DIPU_AUTOCOMPARE", "1" if ops else "0")
+        _environ.set_value("DIPU_AUTOCOMPARE_OPS_LIST", "")
     else:
         for p in ops:
             _C._validate_pattern(p)
-        os.environ["DIPU_AUTOCOMPARE"] = "0"
-        os.environ["DIPU_AUTOCOMPARE_OPS_LIST"] = ",".join(ops)
-    os.environ["DIPU_AUTOCOMPARE_RAISE"] = "1" if raise_on_mismatch else "0"
+        _environ.set_value("DIPU_AUTOCOMPARE", "0")
+        _environ.set_value("DIPU_AUTOCOMPARE_OPS_LIST", ",".join(ops))
+    _environ.set_value("DIPU_AUTOCOMPARE_RAISE", "1" if raise_on_mismatch else "0")
 
 
 def autocompare_stats() -> dict[str, tuple[int, int]]:
@@ -227,7 +232,34 @@ def set_sanitize(on: bool) -> None:
     """The memory sanitizer, as DEVX_SIM_SANITIZE: guard zones around every allocation made from
     now on (the caching allocator steps aside), poisoned and quarantined frees, bounds checks on
     copies and guard checks after each op. Reports are RuntimeErrors naming the allocation."""
-    os.environ["DEVX_SIM_SANITIZE"] = "1" if on else "0"
+    _environ.set_value("DEVX_SIM_SANITIZE", "1" if on else "0")
+
+
+def set_mem_check(on: bool, backtrace: bool = False, log_interval: int = 0) -> None:
+    """The memory checker, as DIPU_MEM_CHECK (DIPU_MEM_CHECK_ENABLE_BACKTRACE: a C++ backtrace per
+    allocation; DIPU_MEM_CHECK_LOG_INTERVAL: a summary every `log_interval` allocations, 0 never)."""
+    _environ.set_value("DIPU_MEM_CHECK_ENABLE_BACKTRACE", "1" if backtrace else "0")
+    _environ.set_value("DIPU_MEM_CHECK_LOG_INTERVAL", str(log_interval))
+    _environ.set_value("DIPU_MEM_CHECK", "1" if on else "0")
+
+
+def set_trace_runtime(kinds: dict[str, int] | None) -> None:
+    """Runtime-call tracing, as DEVX_TRACE_RUNTIME: {"malloc": 1, "memcpy": 2} logs those vendor
+    calls (2: with stacks), {"all": 1} every kind; None or {} turns it off."""
+    _environ.set_value("DEVX_TRACE_RUNTIME", ",".join(f"{kind}={level}" for kind, level in (kinds or {}).items()))
+
+
+def settings() -> list[tuple[str, str, str, str]]:
+    """Every setting of torch_devx: (name, value, source, what it does); source is "default",
+    "environment" or "api" (set in this process through this module). `python -m torch_devx
+    settings` prints the same."""
+    return _environ.entries()
+
+
+def set_setting(name: str, value: str | None) -> None:
+    """Set any setting by its environment name for this process only, validated as the environment
+    is; None returns it to the environment's value (or the default)."""
+    _environ.set_value(name, value)
 
 
 def sanitize_check() -> None:

@@ -68,7 +68,7 @@ _exit_wait_registered = False
 
 def _create(store: Any, rank: int, size: int, timeout: datetime.timedelta) -> Any:
     global _exit_wait_registered
-    check_calls = _environ.flag("DEVX_DIST_CHECK", default=True)
+    check_calls = _environ.flag("DEVX_DIST_CHECK")
     if check_calls and not _exit_wait_registered:
         # A group that is never destroyed may still be settling a call on a thread of its own
         # (csrc/distributed/call_ledger.cpp): it must end before the interpreter does.

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "common/text_parse.h"
 #include "error.h"
 #include "runtime.h"
 
@@ -28,12 +29,7 @@ double uniform(uint64_t n, uint64_t salt) {
 
 bool parse_faults(const std::string& spec, FaultRules* out, std::string* why) {
   FaultRules rules{};
-  size_t pos = 0;
-  while (pos < spec.size()) {
-    size_t comma = spec.find(',', pos);
-    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    pos = comma == std::string::npos ? spec.size() : comma + 1;
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
+  for (const std::string& item : text::split_list(spec)) {
     const size_t colon = item.find(':');
     const std::string name = item.substr(0, colon);
     size_t call = 0;

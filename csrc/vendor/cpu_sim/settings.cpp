@@ -7,41 +7,17 @@
 #include <string>
 #include <string_view>
 
+#include "common/text_parse.h"
 #include "error.h"
 
 namespace devx::cpu_sim {
 namespace {
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
+using text::lower;
+using text::trim;
 
 DevxStatus bad(const char* name, const char* value, const std::string& why) {
   return fail(DEVX_ERROR_INVALID, std::string(name) + "='" + value + "' " + why);
-}
-
-// Digits only: "2.5" or "0x2" devices is a typo worth reporting, not something to round.
-bool parse_count(std::string_view text, long* out) {
-  if (text.empty() || text.size() > 9) return false;
-  long value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    value = value * 10 + (c - '0');
-  }
-  *out = value;
-  return true;
 }
 
 // Multiplier for a size suffix. Every unit is binary, KB included: device memory is sized in
@@ -82,26 +58,14 @@ bool parse_size(std::string_view text, double* out) {
   return true;
 }
 
-bool parse_switch(std::string_view text, bool* out) {
-  const std::string word = lower(text);
-  if (word == "1" || word == "true" || word == "on" || word == "yes") {
-    *out = true;
-  } else if (word == "0" || word == "false" || word == "off" || word == "no") {
-    *out = false;
-  } else {
-    return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 DevxStatus read_settings(Settings* out) {
   Settings settings;
 
   if (const char* raw = std::getenv("DEVX_SIM_DEVICES"); raw && !trim(raw).empty()) {
-    long count = 0;
-    if (!parse_count(trim(raw), &count) || count < 1 || count > kMaxDevices) {
+    int64_t count = 0;
+    if (!text::parse_int(raw, 1, kMaxDevices, &count)) {
       return bad("DEVX_SIM_DEVICES", raw,
                  "is not a device count; use an integer from 1 to " + std::to_string(kMaxDevices));
     }
@@ -124,8 +88,8 @@ DevxStatus read_settings(Settings* out) {
   }
 
   if (const char* raw = std::getenv("DEVX_SIM_ASYNC"); raw && !trim(raw).empty()) {
-    if (!parse_switch(trim(raw), &settings.async)) {
-      return bad("DEVX_SIM_ASYNC", raw, "is not a switch; use 0/1, true/false or on/off");
+    if (!text::parse_switch(raw, &settings.async)) {
+      return bad("DEVX_SIM_ASYNC", raw, std::string("is not a switch; ") + text::kSwitchWords);
     }
   }
 
@@ -134,13 +98,7 @@ DevxStatus read_settings(Settings* out) {
     if (!raw || trim(raw).empty()) continue;
     std::vector<std::regex>& patterns =
         std::string_view(name) == "DEVX_SIM_UNSUPPORTED_OPS" ? settings.unsupported_ops : settings.faulty_kernels;
-    std::string spec = raw;
-    size_t pos = 0;
-    while (pos <= spec.size()) {
-      size_t comma = spec.find(',', pos);
-      std::string item(trim(std::string_view(spec).substr(pos, comma == std::string::npos ? std::string::npos : comma - pos)));
-      pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
-      if (item.empty()) continue;
+    for (const std::string& item : text::split_list(raw)) {
       try {
         patterns.emplace_back(item, std::regex::ECMAScript | std::regex::optimize);
       } catch (const std::regex_error& e) {
@@ -163,8 +121,8 @@ DevxStatus read_settings(Settings* out) {
   }
 
   if (const char* raw = std::getenv("DEVX_SIM_THREADS"); raw && !trim(raw).empty()) {
-    long count = 0;
-    if (!parse_count(trim(raw), &count) || count < 0 || count > 1024) {
+    int64_t count = 0;
+    if (!text::parse_int(raw, 0, 1024, &count)) {
       return bad("DEVX_SIM_THREADS", raw, "is not a thread count; use an integer from 1 to 1024 (0: one per core)");
     }
     settings.threads = static_cast<int>(count);
