@@ -164,7 +164,7 @@ void reload() {
   }
   if (!vendor_loaded()) return;
   if (!g_real) {
-    g_real = g_vendor;
+    g_real = g_vendor.get();
     build_shims();
   }
   bool any = false;
@@ -172,17 +172,17 @@ void reload() {
     g_levels[k].store(levels[k], std::memory_order_relaxed);
     any = any || levels[k] > 0 || g_hooked[k].load(std::memory_order_relaxed);
   }
-  // Swapped between ops (environment writes come from Python), never inside a vendor call.
-  g_vendor = any ? &g_shim : g_real;
+  // Published with a release store: a thread calling through the table sees the shims built.
+  g_vendor.set(any ? &g_shim : g_real);
 }
 
 void use_vendor_table(const DevxVendorApi* table) {
-  const bool shimmed = g_real != nullptr && g_vendor == &g_shim;
+  const bool shimmed = g_real != nullptr && g_vendor.get() == &g_shim;
   if (g_real) {
     g_real = table;
     build_shims();
   }
-  g_vendor = shimmed ? &g_shim : table;
+  g_vendor.set(shimmed ? &g_shim : table);
 }
 
 void set_runtime_hook(RuntimeHook hook, const std::vector<std::string>& kinds) {

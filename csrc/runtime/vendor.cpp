@@ -11,7 +11,7 @@
 
 namespace devx {
 
-const DevxVendorApi* g_vendor = nullptr;
+VendorTable g_vendor;
 bool g_async_host_streams = false;
 
 namespace {
@@ -144,14 +144,14 @@ void load_vendor(const std::vector<std::string>& paths, bool requested) {
     errors += "\n  " + c.error;
   }
   TORCH_CHECK(chosen.api, "devx: no vendor could be used:", errors);
-  g_vendor = chosen.api;
+  g_vendor.set(chosen.api);
   g_async_host_streams = g_vendor->compute_device_type >= 0 && g_vendor->async_host_streams != nullptr &&
                          g_vendor->async_host_streams() != 0;
   log::info(log::Module::RUNTIME, std::string("using vendor ") + g_vendor->name + " (" + chosen.path + ")");
 }
 
 bool vendor_loaded() {
-  return g_vendor != nullptr;
+  return static_cast<bool>(g_vendor);
 }
 
 const DevxVendorApi& vendor() {

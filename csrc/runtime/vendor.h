@@ -1,6 +1,7 @@
 // Which vendor library runs this process, loaded once at import.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,21 @@ const char* status_name(DevxStatus status);
 // exist before then, so this only fires for misuse from C++.
 const DevxVendorApi& vendor();
 
-// For the common case where the table has been checked already (hot paths).
-extern const DevxVendorApi* g_vendor;
+// The table calls go through, for the common case where it has been checked already (hot paths).
+// Atomic because runtime tracing swaps it (for its shims and back) while stream workers and
+// autograd threads call through it; an acquire load is a plain load on x86 and ARM's ldar.
+class VendorTable {
+ public:
+  const DevxVendorApi* get() const { return table_.load(std::memory_order_acquire); }
+  const DevxVendorApi* operator->() const { return get(); }
+  const DevxVendorApi& operator*() const { return *get(); }
+  explicit operator bool() const { return get() != nullptr; }
+  void set(const DevxVendorApi* table) { table_.store(table, std::memory_order_release); }
+
+ private:
+  std::atomic<const DevxVendorApi*> table_{nullptr};
+};
+extern VendorTable g_vendor;
 
 // The loaded vendor's async_host_streams answer: kernels are issued as host functions on the
 // current stream instead of running on the calling thread. Set once, at load.
