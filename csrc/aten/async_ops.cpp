@@ -194,20 +194,23 @@ class Snapshot {
   StorageMap storages_;
 };
 
-// Arguments the native path would reject (other devx devices, CPU tensors that are neither
-// 0-dim nor indices) are left to it, so the error is the same.
-bool arguments_on_device(const torch::jit::Stack& stack, size_t first, size_t n, c10::DeviceIndex device) {
-  for (size_t i = first; i < first + n; ++i) {
-    const c10::IValue& v = stack[i];
+// Arguments the native path would reject (other devx devices, CPU tensors that are written or
+// neither 0-dim nor indices) are left to it, so the error is the same.
+bool arguments_on_device(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t first,
+                         c10::DeviceIndex device) {
+  const size_t n = schema.arguments().size();
+  for (size_t i = 0; i < n; ++i) {
+    const c10::IValue& v = stack[first + i];
     const bool indices = v.isOptionalTensorList();
+    const bool written = argument_written(schema, i);
     bool ok = true;
-    c10::IValue copy = v;
-    map_tensors(copy, [&](const at::Tensor& t) {
+    for_each_tensor(v, [&](const at::Tensor& t) {
       if (t.defined()) {
         const c10::Device d = t.device();
-        if (d.type() == kDevx ? d.index() != device : !(d.is_cpu() && (indices || t.dim() == 0))) ok = false;
+        if (d.type() == kDevx ? d.index() != device : written || !(d.is_cpu() && (indices || t.dim() == 0))) {
+          ok = false;
+        }
       }
-      return t;
     });
     if (!ok) return false;
   }
@@ -283,7 +286,7 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
   const c10::DeviceIndex device = current_device();
-  if (!arguments_on_device(*stack, first, nargs, device)) return false;
+  if (!arguments_on_device(schema, *stack, first, device)) return false;
   // The ops issuing runs itself (meta kernels that are decompositions, copies of CPU arguments)
   // are not the user's: a profile shows only the op issued.
   profiler::HiddenOps hidden_ops;
