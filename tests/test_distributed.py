@@ -49,7 +49,7 @@ EXPECT_MISMATCH = """
 def expect_mismatch(fn, *parts):
     try:
         fn()
-    except ValueError as e:
+    except dist.DistBackendError as e:
         msg = str(e)
         assert "different collective calls" in msg, msg
         for p in parts:
@@ -209,7 +209,7 @@ expect_mismatch(lambda: dist.all_reduce(torch.ones(10, device=dev)) if rank == 0
                 "rank 0: all_reduce", "rank 1: broadcast")
 expect_mismatch(lambda: dist.all_gather([torch.empty(3 + rank, device=dev) for _ in range(2)],
                                         torch.ones(3 + rank, device=dev)),
-                "all_gather(Float[3])", "all_gather(Float[4])")
+                "all_gather(Float[3], Float[3]", "all_gather(Float[4], Float[4]")
 t = torch.ones(4, device=dev)
 dist.all_reduce(t)
 close(t, torch.full((4,), 2.0))
@@ -329,7 +329,7 @@ try:
     future = dist.all_reduce(torch.ones(256 * (rank + 1), device=dev), async_op=True).get_future()
     future.wait()
     raise AssertionError("no error")
-except ValueError as e:
+except dist.DistBackendError as e:
     assert "rank 1: all_reduce(Float[512]" in str(e), e
 repeat(3, size=256)
 print("OK", rank)
@@ -350,7 +350,7 @@ assert counts()["predicted"] == 2, counts()
 try:
     dist.all_reduce(torch.ones(300 if rank < 2 else 301, device=dev))
     raise AssertionError("no error")
-except ValueError as e:
+except dist.DistBackendError as e:
     msg = str(e)
     assert "rank 0: all_reduce(Float[300]" in msg and "rank 2: all_reduce(Float[301]" in msg, msg
 repeat(5)
@@ -582,3 +582,116 @@ def test_nccl_maps_to_devx_only_while_mocking(devx):
     finally:
         cuda_mock.enable()
     assert dist.init_process_group is mocked
+
+
+def test_all_gather_and_all_to_all_with_per_rank_sizes():
+    body = """
+# all_gather: rank i contributes i + 1 elements (outs[i] of size i + 1), as NCCL allows.
+def part(r):
+    return torch.arange(r + 1, dtype=torch.float32) + 10 * r
+outs = [torch.full((r + 1,), -1.0, device=dev) for r in range(world)]
+dist.all_gather(outs, part(rank).to(dev))
+for r in range(world):
+    close(outs[r], part(r))
+outs = [torch.empty(r + 1, 2, device=dev) for r in range(world)]
+work = dist.all_gather(outs, torch.stack([part(rank), -part(rank)], 1).to(dev), async_op=True)
+work.wait()
+for r in range(world):
+    close(outs[r], torch.stack([part(r), -part(r)], 1))
+
+# all_to_all (lists): rank i sends i + j + 1 values to rank j.
+def chunk(i, j):
+    return torch.arange(i + j + 1, dtype=torch.float32) + 100 * i + 10 * j
+ins = [chunk(rank, j).to(dev) for j in range(world)]
+outs = [torch.full((i + rank + 1,), -1.0, device=dev) for i in range(world)]
+dist.all_to_all(outs, ins)
+for i in range(world):
+    close(outs[i], chunk(i, rank))
+# Equal sizes and several dimensions still work; so do CPU tensors (the host engine).
+ins = [torch.full((2, 3), float(rank * 10 + j), device=dev) for j in range(world)]
+outs = [torch.empty(2, 3, device=dev) for _ in range(world)]
+dist.all_to_all(outs, ins)
+for i in range(world):
+    close(outs[i], torch.full((2, 3), float(i * 10 + rank)))
+ins = [chunk(rank, j) for j in range(world)]
+outs = [torch.empty(i + rank + 1) for i in range(world)]
+dist.all_to_all(outs, ins)
+for i in range(world):
+    torch.testing.assert_close(outs[i], chunk(i, rank))
+print("OK", rank)
+"""
+    for proc in run_ranks(body):
+        assert_child_ok(proc)
+        assert "OK" in proc.stdout
+
+
+def test_uneven_collectives_that_disagree_across_ranks_are_runtime_errors_and_the_group_survives():
+    body = """
+def expect(fn, *parts):
+    try:
+        fn()
+    except RuntimeError as e:  # what CUDA users catch; a DistBackendError
+        assert isinstance(e, dist.DistBackendError), type(e)
+        for p in parts:
+            assert p in str(e), (p, str(e))
+        return
+    raise AssertionError("no error")
+# Rank 1 expects 3 values from rank 0, which sends 2.
+ins = [torch.ones(2, device=dev), torch.ones(2, device=dev)]
+outs = [torch.empty(3 if rank == 1 else 2, device=dev), torch.empty(2, device=dev)]
+expect(lambda: dist.all_to_all(outs, ins), "rank 0 sends 2 elements to rank 1, which expects 3")
+# The ranks disagree on rank 1's part of an all_gather.
+outs = [torch.empty(1, device=dev), torch.empty(2 + rank, device=dev)]
+expect(lambda: dist.all_gather(outs, torch.ones(outs[rank].shape, device=dev)), "different collective calls",
+       "rank 0: all_gather(Float[1], Float[2]", "rank 1: all_gather(Float[1], Float[3]")
+# A size mismatch of the usual kind is a RuntimeError too.
+expect(lambda: dist.all_reduce(torch.ones(10 * (rank + 1), device=dev)), "different collective calls")
+t = torch.ones(4, device=dev)
+dist.all_reduce(t)
+close(t, torch.full((4,), 2.0))
+print("OK", rank)
+"""
+    for proc in run_ranks(body):
+        assert_child_ok(proc)
+        assert "OK" in proc.stdout
+
+
+def test_sync_batch_norm_under_ddp_matches_batch_norm_on_the_full_batch():
+    body = """
+import copy
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+torch.manual_seed(0)
+def make():
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(4 * 6 * 6, 5))
+reference = make()
+x = torch.randn(8, 3, 6, 6)
+model = nn.SyncBatchNorm.convert_sync_batchnorm(copy.deepcopy(reference)).to(dev)
+assert isinstance(model[1], nn.SyncBatchNorm)
+ddp = DDP(model, device_ids=[rank])
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+
+half = x[4 * rank:4 * (rank + 1)].to(dev)
+out = ddp(half)
+want = reference(x)
+torch.testing.assert_close(out.cpu(), want[4 * rank:4 * (rank + 1)], rtol=1e-5, atol=1e-5)
+torch.testing.assert_close(model[1].running_mean.cpu(), reference[1].running_mean, rtol=1e-5, atol=1e-6)
+torch.testing.assert_close(model[1].running_var.cpu(), reference[1].running_var, rtol=1e-5, atol=1e-6)
+assert int(model[1].num_batches_tracked) == 1
+
+out.square().mean().backward()       # DDP averages the ranks' gradients: the full batch's mean
+want.square().mean().backward()
+for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+    assert p.grad is not None and p.grad.device == dev, name
+    torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5, msg=name)
+opt.step()
+ref_opt.step()
+for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+    torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-4, atol=1e-5, msg=name)
+print("OK", rank)
+"""
+    for proc in run_ranks(body, timeout_s=30):
+        assert_child_ok(proc)
+        assert "OK" in proc.stdout

@@ -146,22 +146,29 @@ at::Tensor tensor_like(const at::Tensor& t, c10::Storage storage, c10::DispatchK
   return at::Tensor(std::move(impl));
 }
 
-// Meta tensors shaped like the arguments: the meta kernel says what the results look like.
+// Meta tensors shaped like the arguments: the meta kernel says what the results look like. A
+// tensor passed twice (`torch.mul(x, y, out=x)`) is one meta tensor, as it is one tensor to the
+// kernel, which must not resize an output that is also an input.
 class ToMeta {
  public:
   at::Tensor operator()(const at::Tensor& t) {
     // CPU scalars mix with meta tensors as they do with devx ones.
     if (!t.defined() || (t.device().is_cpu() && t.dim() == 0)) return t;
+    for (const auto& [impl, meta] : tensors_) {
+      if (impl == t.unsafeGetTensorImpl()) return meta;
+    }
     c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
     const c10::Storage& storage = storages_.get(s, [&] {
       return c10::Storage(c10::Storage::use_byte_size_t(), s->nbytes(), c10::DataPtr(nullptr, c10::Device(c10::kMeta)),
                           c10::GetAllocator(c10::kMeta), /*resizable=*/true);
     });
-    return tensor_like(t, storage, kMetaKeys);
+    tensors_.emplace_back(t.unsafeGetTensorImpl(), tensor_like(t, storage, kMetaKeys));
+    return tensors_.back().second;
   }
 
  private:
   StorageMap storages_;
+  c10::SmallVector<std::pair<const c10::TensorImpl*, at::Tensor>, 4> tensors_;
 };
 
 // A snapshot storage holds a reference on the storage it was taken of.
@@ -194,20 +201,23 @@ class Snapshot {
   StorageMap storages_;
 };
 
-// Arguments the native path would reject (other devx devices, CPU tensors that are neither
-// 0-dim nor indices) are left to it, so the error is the same.
-bool arguments_on_device(const torch::jit::Stack& stack, size_t first, size_t n, c10::DeviceIndex device) {
-  for (size_t i = first; i < first + n; ++i) {
-    const c10::IValue& v = stack[i];
+// Arguments the native path would reject (other devx devices, CPU tensors that are written or
+// neither 0-dim nor indices) are left to it, so the error is the same.
+bool arguments_on_device(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t first,
+                         c10::DeviceIndex device) {
+  const size_t n = schema.arguments().size();
+  for (size_t i = 0; i < n; ++i) {
+    const c10::IValue& v = stack[first + i];
     const bool indices = v.isOptionalTensorList();
+    const bool written = argument_written(schema, i);
     bool ok = true;
-    c10::IValue copy = v;
-    map_tensors(copy, [&](const at::Tensor& t) {
+    for_each_tensor(v, [&](const at::Tensor& t) {
       if (t.defined()) {
         const c10::Device d = t.device();
-        if (d.type() == kDevx ? d.index() != device : !(d.is_cpu() && (indices || t.dim() == 0))) ok = false;
+        if (d.type() == kDevx ? d.index() != device : written || !(d.is_cpu() && (indices || t.dim() == 0))) {
+          ok = false;
+        }
       }
-      return t;
     });
     if (!ok) return false;
   }
@@ -278,12 +288,30 @@ void copy_result(const c10::IValue& target, const c10::IValue& result) {
   for (size_t i = 0; i < dst.size(); ++i) copy_one(dst[i], src[i]);
 }
 
+// Whether a tensor the op writes is passed again as another argument (`torch.mul(x, y, out=x)`).
+// Python meta functions resize such an output with a warning where the kernel refuses to resize
+// an output that is also an input: the kernel, run inline, decides.
+bool written_and_read(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t first) {
+  const size_t n = schema.arguments().size();
+  for (size_t w = 0; w < n; ++w) {
+    if (!argument_written(schema, w) || !stack[first + w].isTensor()) continue;
+    const c10::TensorImpl* written = stack[first + w].toTensor().unsafeGetTensorImpl();
+    bool same = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (i == w) continue;
+      for_each_tensor(stack[first + i], [&](const at::Tensor& t) { same |= t.unsafeGetTensorImpl() == written; });
+    }
+    if (same) return true;
+  }
+  return false;
+}
+
 bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
   const c10::DeviceIndex device = current_device();
-  if (!arguments_on_device(*stack, first, nargs, device)) return false;
+  if (!arguments_on_device(schema, *stack, first, device) || written_and_read(schema, *stack, first)) return false;
   // The ops issuing runs itself (meta kernels that are decompositions, copies of CPU arguments)
   // are not the user's: a profile shows only the op issued.
   profiler::HiddenOps hidden_ops;

@@ -50,7 +50,7 @@ bool excluded(const std::string& name) {
 void long_tail_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   if (C10_UNLIKELY(g_async_host_streams) && async::issuing()) {
     const size_t nargs = op.schema().arguments().size();
-    DevxGuard guard(device_of_args(*stack, stack->size() - nargs, nargs));
+    DevxGuard guard(device_of_args(op.schema(), *stack, stack->size() - nargs));
     async::issue(op, stack);
     return;
   }
@@ -73,7 +73,7 @@ void boxed_compute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
-  DevxGuard guard(device_of_args(*stack, first, nargs));
+  DevxGuard guard(device_of_args(schema, *stack, first));
   ComputeScope scope;
   std::vector<std::pair<size_t, c10::IValue>> originals;  // written arguments, as the caller has them
   std::vector<c10::IValue> aliases;
@@ -142,6 +142,20 @@ std::vector<std::string> register_long_tail() {
     g_library->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&diagnosed_boxed_compute>());
     g_long_tail.push_back(full.substr(std::strlen("aten::")));
     g_long_tail_names.insert(name);
+  }
+  // Composite kernels that refuse every device but the CPU, CUDA and XPU by name (mode_out): on
+  // devx they run as the compute device's kernel, on aliases.
+  static const char* const kDeviceCheckingComposites[] = {"mode.values"};
+  if (compute_key) {
+    for (const char* op_name : kDeviceCheckingComposites) {
+      std::string full = std::string("aten::") + op_name;
+      auto dot = full.find('.');
+      auto found = dispatcher.findOp(c10::OperatorName(full.substr(0, dot), full.substr(dot + 1)));
+      if (!found || found->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) || !vendor_supports(op_name)) continue;
+      g_library->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&diagnosed_boxed_compute>());
+      g_long_tail.emplace_back(op_name);
+      g_long_tail_names.insert(found->operator_name());
+    }
   }
   // Inherited structured kernels the compute device cannot run: they must reach the fallback.
   for (int i = 0; i < gen::kNumInheritedStructured; ++i) {

@@ -350,11 +350,33 @@ at::Tensor ComputeScope::in(const at::Tensor& t) const {
   c10::Device d = t.device();
   if (C10_LIKELY(d.type() == kDevx)) {
     if (C10_UNLIKELY(d.index() != device_)) mixed_devices(t, device_);
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    for (size_t i = 0; i < aliased_tensors_.size(); ++i) {
+      if (aliased_tensors_[i] == impl) return at::Tensor(alias_tensors_[i]);
+    }
     alias_tensors_.push_back(make_alias(t, alias_storage(t.storage().unsafeGetStorageImpl()), keyset_));
+    aliased_tensors_.push_back(impl);
     return at::Tensor(alias_tensors_.back());
   }
   if (d.type() == c10::kCPU && t.dim() == 0) return t;
   mixed_devices(t, device_);
+}
+
+at::Tensor ComputeScope::in_written(const at::Tensor& t) const {
+  if (t.defined() && C10_UNLIKELY(t.device().type() != kDevx)) mixed_devices(t, device_);
+  return in(t);
+}
+
+std::optional<at::Tensor> ComputeScope::in_written(const std::optional<at::Tensor>& t) const {
+  if (!t.has_value()) return std::nullopt;
+  return in_written(*t);
+}
+
+std::vector<at::Tensor> ComputeScope::in_written(at::TensorList ts) const {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(in_written(t));
+  return out;
 }
 
 c10::intrusive_ptr<c10::StorageImpl> ComputeScope::alias_storage(c10::StorageImpl* devx_storage) const {

@@ -45,6 +45,11 @@ class ComputeScope {
   std::vector<at::Tensor> in(at::TensorList ts) const;
   std::vector<at::Tensor> in(const at::ITensorListRef& ts) const;
   c10::List<std::optional<at::Tensor>> in(const c10::List<std::optional<at::Tensor>>& ts) const;
+  // An argument the op writes (out=, in-place self): a devx tensor of the scope's device. A CPU
+  // tensor is an error even when 0-dim, as on CUDA: only inputs may be CPU scalars.
+  at::Tensor in_written(const at::Tensor& t) const;
+  std::optional<at::Tensor> in_written(const std::optional<at::Tensor>& t) const;
+  std::vector<at::Tensor> in_written(at::TensorList ts) const;
 
   std::optional<at::Generator> generator(const std::optional<at::Generator>& gen) const;
   std::optional<c10::Device> device(std::optional<c10::Device> d) const;
@@ -71,8 +76,12 @@ class ComputeScope {
   c10::intrusive_ptr<c10::StorageImpl> alias_storage(c10::StorageImpl* devx_storage) const;
   mutable c10::SmallVector<std::pair<c10::intrusive_ptr<c10::StorageImpl>, c10::intrusive_ptr<c10::StorageImpl>>, 4>
       aliases_;
-  // The alias tensors this scope made; those still unshared when it closes are recycled.
+  // The alias tensors this scope made; those still unshared when it closes are recycled. A devx
+  // tensor passed twice (`torch.mul(x, y, out=x)`, `torch.cat((x, y), out=x)`) gets its one alias
+  // twice: the compute device's kernels compare TensorImpls to tell an output that is also an
+  // input (which they must not resize) and full overlaps.
   mutable c10::SmallVector<c10::intrusive_ptr<c10::TensorImpl>, 4> alias_tensors_;
+  mutable c10::SmallVector<const c10::TensorImpl*, 4> aliased_tensors_;
   // DEVX_SIM_SANITIZE: the kernel's reads and writes through the aliases are device work, not
   // host code touching devx memory (see sanitizer.h).
   sanitizer::DeviceAccess device_work_;

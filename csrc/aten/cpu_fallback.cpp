@@ -94,7 +94,22 @@ const c10::OperatorHandle* cpu_form(const c10::OperatorHandle& op, torch::jit::S
   return &op;
 }
 
+// An op ATen has kernels for only on accelerators (CUDA's SyncBatchNorm and fused-attention
+// pieces, int4 matmul): the CPU cannot stand in, and its "Could not run ... 'CPU' backend" would
+// name the wrong device.
+[[noreturn]] void no_kernel_anywhere(const c10::OperatorHandle& op) {
+  std::string backends;
+  for (c10::DispatchKey key : {c10::DispatchKey::CUDA, c10::DispatchKey::XPU, c10::DispatchKey::MPS}) {
+    if (op.hasKernelForDispatchKey(key)) backends += (backends.empty() ? "" : ", ") + std::string(c10::toString(key));
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "devx: aten::", overload_name(op), " has no devx kernel, and the CPU, which "
+                              "devx falls back to, has none either (ATen has it for ",
+                              backends.empty() ? std::string("accelerators such as CUDA") : backends,
+                              " only). The README's coverage section lists such ops.");
+}
+
 void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  if (C10_UNLIKELY(!op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU))) no_kernel_anywhere(op);
   count(op);
   // Moving the arguments to the CPU and the results back is the fallback's own work, part of this op.
   diag::QuietScope quiet;
@@ -102,7 +117,7 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
   const std::optional<c10::DeviceIndex> of_copy = copy_device(op, *stack, first);
-  const c10::DeviceIndex device = of_copy ? *of_copy : device_of_args(*stack, first, nargs);
+  const c10::DeviceIndex device = of_copy ? *of_copy : device_of_args(schema, *stack, first);
   DevxGuard guard(device);
 
   if (returns_view(schema)) {

@@ -10,9 +10,10 @@ bool is_generator_arg(const c10::Argument& arg) {
   return (opt ? opt->getElementType() : type)->kind() == c10::TypeKind::GeneratorType;
 }
 
-c10::DeviceIndex device_of_args(const torch::jit::Stack& stack, size_t first, size_t n) {
+c10::DeviceIndex device_of_args(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t first) {
   std::optional<c10::DeviceIndex> found;
   bool has_cpu_tensor = false;
+  bool written = false;
   c10::Device cpu_device(c10::kCPU);
   auto check = [&](const at::Tensor& t) {
     if (!t.defined()) return;
@@ -20,16 +21,19 @@ c10::DeviceIndex device_of_args(const torch::jit::Stack& stack, size_t first, si
       if (!found) found = t.device().index();
       TORCH_CHECK(*found == t.device().index(), "Expected all tensors to be on the same device, but found at least "
                   "two devices, ", devx_device(*found), " and ", t.device(), "!");
-    } else if (t.dim() > 0) {
+    } else if (t.dim() > 0 || written) {
+      // Only inputs may be 0-dim CPU scalars: an op never writes host memory, as on CUDA.
       has_cpu_tensor = true;
       cpu_device = t.device();
     }
   };
-  for (size_t i = first; i < first + n; ++i) {
-    const c10::IValue& v = stack[i];
+  const size_t n = schema.arguments().size();
+  for (size_t i = 0; i < n; ++i) {
+    const c10::IValue& v = stack[first + i];
     if (v.isDevice()) {
       if (v.toDevice().type() == kDevx && !found) found = v.toDevice().index();
     } else {
+      written = argument_written(schema, i);
       for_each_tensor(v, check);
     }
   }

@@ -52,9 +52,9 @@ bool is_generator_arg(const c10::Argument& arg);
 bool argument_written(const c10::FunctionSchema& schema, size_t i);
 
 // The op's devx device; every devx tensor argument must be on it and CPU tensors must be 0-dim
-// scalars, the same rule the native path (and CUDA) applies. The current device if no argument
-// is on devx.
-c10::DeviceIndex device_of_args(const torch::jit::Stack& stack, size_t first, size_t n);
+// scalars the op only reads, the same rule the native path (and CUDA) applies. The current
+// device if no argument is on devx. The op's arguments start at stack[first].
+c10::DeviceIndex device_of_args(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t first);
 
 // For a result the schema declares as a written argument (`Tensor(a!)`), that argument as the
 // caller passed it, from `written` (argument index, original value); nullptr otherwise.

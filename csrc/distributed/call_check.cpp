@@ -106,7 +106,35 @@ void check_same_call(c10d::Backend& engine, const CallSignature& signature, cons
   for (int r = 0; r < engine.getSize(); ++r) {
     msg << "\n  rank " << r << ": " << reinterpret_cast<const char*>(all[0][r].const_data_ptr<uint8_t>());
   }
-  TORCH_CHECK_VALUE(false, msg.str());
+  C10_THROW_ERROR(DistBackendError, msg.str());
+}
+
+void check_pair_sizes(c10d::Backend& engine, const CallSignature& signature, const std::vector<int64_t>& sends,
+                      const std::vector<int64_t>& receives, const std::string& engine_name) {
+  const int size = engine.getSize();
+  TORCH_INTERNAL_ASSERT(sends.size() == static_cast<size_t>(size) && receives.size() == sends.size());
+  at::Tensor mine = at::empty({2 * size}, at::kLong);
+  std::memcpy(mine.mutable_data_ptr<int64_t>(), sends.data(), size * sizeof(int64_t));
+  std::memcpy(mine.mutable_data_ptr<int64_t>() + size, receives.data(), size * sizeof(int64_t));
+  std::vector<std::vector<at::Tensor>> all(1);
+  for (int r = 0; r < size; ++r) all[0].push_back(at::empty({2 * size}, at::kLong));
+  std::vector<at::Tensor> in{mine};
+  wait_or_rethrow(engine.allgather(all, in), signature, engine_name);
+  std::ostringstream msg;
+  for (int from = 0; from < size; ++from) {
+    for (int to = 0; to < size; ++to) {
+      const int64_t sent = all[0][from].const_data_ptr<int64_t>()[to];
+      const int64_t expected = all[0][to].const_data_ptr<int64_t>()[size + from];
+      if (sent != expected) {
+        msg << "\n  rank " << from << " sends " << sent << " elements to rank " << to << ", which expects "
+            << expected;
+      }
+    }
+  }
+  if (msg.tellp() == 0) return;
+  C10_THROW_ERROR(DistBackendError, "devx: the ranks' " + signature.text() +
+                                        ") calls disagree on the sizes they exchange, which the " + engine_name +
+                                        " engine cannot run:" + msg.str());
 }
 
 }  // namespace devx::dist

@@ -37,8 +37,16 @@ class CallSignature {
   int items_ = 0;
 };
 
-// Throws a ValueError listing every rank's call unless all ranks made this one. `engine` runs
-// collectives on CPU tensors.
+// Throws a DistBackendError (a RuntimeError, as the errors of NCCL's and gloo's own checks are)
+// listing every rank's call unless all ranks made this one. `engine` runs collectives on CPU
+// tensors.
 void check_same_call(c10d::Backend& engine, const CallSignature& signature, const std::string& engine_name);
+
+// For a call in which every pair of ranks exchanges its own number of elements (all_to_all with
+// per-pair sizes), which no hash of one rank's call can check: `sends[j]` is what this rank sends
+// to rank j, `receives[j]` what it expects from rank j. Every rank learns every rank's counts, so
+// all of them throw the same DistBackendError naming the pairs that disagree.
+void check_pair_sizes(c10d::Backend& engine, const CallSignature& signature, const std::vector<int64_t>& sends,
+                      const std::vector<int64_t>& receives, const std::string& engine_name);
 
 }  // namespace devx::dist

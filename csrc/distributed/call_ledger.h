@@ -12,7 +12,7 @@
 // The engine sees the same sizes on every rank, so it cannot abort, and the first element of the
 // result, the same on every rank, holds the absorbing value whenever some rank called something
 // else. Only then do the ranks confirm with the ordinary check, which tells a real value of that
-// kind (all made the predicted call) from a mismatch (a ValueError naming every rank's call, as
+// kind (all made the predicted call) from a mismatch (a DistBackendError naming every rank's call, as
 // without prediction) and from a change on every rank (each then makes its own call).
 //
 // A predicted call's first element is read as its engine work completes. A doubted call is
@@ -127,7 +127,7 @@ class CallLedger : public std::enable_shared_from_this<CallLedger> {
                                        std::vector<at::Tensor> outputs, CallSignature signature, BlindAllreduce form,
                                        std::string what);
   // Checks a call that was not predicted (running the prediction blind, if there was one);
-  // throws the ValueError of a mismatch.
+  // throws the DistBackendError of a mismatch.
   void check(const CallSignature& signature, std::optional<BlindAllreduce> form);
   CallCheckCounts counts() const;
 

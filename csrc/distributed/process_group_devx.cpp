@@ -1,6 +1,10 @@
 #include "distributed/process_group_devx.h"
 
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
+
+#include <numeric>
 
 #include "aten/compute_scope.h"
 #include "distributed/call_check.h"
@@ -166,6 +170,15 @@ void ProcessGroupDevx::check(const CallSignature& signature, std::optional<Blind
   ledger_->check(signature, form);
 }
 
+void ProcessGroupDevx::check_pairs(const CallSignature& signature, const std::vector<int64_t>& sends,
+                                   const std::vector<int64_t>& receives) {
+  if (!ledger_) return;
+  auto lock = ledger_->lock();
+  ledger_->settle_pending();
+  ledger_->check(signature, std::nullopt);
+  check_pair_sizes(*host_engine_, signature, sends, receives, engine_name_);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::wrap(const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
                                                       std::vector<at::Tensor> outputs, c10d::OpType type,
                                                       const char* collective) {
@@ -253,18 +266,67 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allgather(std::vector<std::vect
                                                            const c10d::AllgatherOptions& opts) {
   auto out_flat = flat(outputs);
   c10d::Backend& engine = engine_for("all_gather", {out_flat, inputs});
-  check(CallSignature("all_gather").tensors(inputs));
+  // Every rank passes the same outputs, its own input shaped as its own output; ranks may
+  // contribute different sizes (outputs[0][i] is rank i's), as NCCL allows.
+  const bool one_list = inputs.size() == 1 && outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_);
+  bool uneven = false;
+  if (one_list) {
+    for (const at::Tensor& t : outputs[0]) uneven |= t.sizes() != outputs[0][0].sizes();
+  }
+  const bool input_is_own_output = !one_list || (inputs[0].sizes() == outputs[0][rank_].sizes() &&
+                                                 inputs[0].scalar_type() == outputs[0][rank_].scalar_type());
+  check(CallSignature("all_gather").tensors(out_flat).value("input_as_own_output", input_is_own_output));
+  if (uneven) {
+    TORCH_CHECK_VALUE(input_is_own_output, "devx: all_gather with per-rank sizes: rank ", rank_, "'s input is ",
+                      inputs[0].scalar_type(), inputs[0].sizes(), " but its own output is ",
+                      outputs[0][rank_].scalar_type(), outputs[0][rank_].sizes());
+    return allgather_uneven(engine, outputs[0], inputs[0], opts);
+  }
   auto out_views = engine_views(outputs);
   auto in_views = engine_views(inputs);
   return wrap([&] { return engine.allgather(out_views, in_views, opts); }, out_flat, c10d::OpType::ALLGATHER, "all_gather");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allgather_uneven(c10d::Backend& engine,
+                                                                  std::vector<at::Tensor>& outputs,
+                                                                  const at::Tensor& input,
+                                                                  const c10d::AllgatherOptions& opts) {
+  // gloo gathers only equal sizes: each rank broadcasts its part into everyone's output for it.
+  // Complete when it returns (an async_op caller gets finished work).
+  outputs[rank_].copy_(input);
+  await_streams(outputs);
+  auto out_views = engine_views(outputs);
+  const std::string what = describe("all_gather", outputs);
+  return wrap([&] {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int root = 0; root < size_; ++root) {
+      std::vector<at::Tensor> part{out_views[root]};
+      c10d::BroadcastOptions o;
+      o.rootRank = root;
+      o.timeout = opts.timeout;
+      works.push_back(engine.broadcast(part, o));
+    }
+    try {
+      for (const auto& w : works) w->wait();
+    } catch (...) {
+      rethrow_engine_error(what, engine_name_);
+    }
+    return works.back();
+  }, outputs, c10d::OpType::ALLGATHER, "all_gather");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::AllgatherOptions& opts) {
   c10d::Backend& engine = engine_for("all_gather_into_tensor", {output, input});
   check(CallSignature("all_gather_into_tensor").tensor(output).tensor(input));
-  at::Tensor out_view = engine_view(output);
-  at::Tensor in_view = engine_view(input);
+  // As NCCL: the output holds size × the input's elements, whatever its shape (SyncBatchNorm
+  // gathers (2C + 1) values into a (1, size × (2C + 1)) tensor); gloo splits its first dimension,
+  // so it gets both flat.
+  TORCH_CHECK_VALUE(output.numel() == input.numel() * size_, "devx: all_gather_into_tensor: the output has ",
+                    output.numel(), " elements, not ", size_, " × the input's ", input.numel());
+  const bool flat = output.is_contiguous() && input.is_contiguous();
+  at::Tensor out_view = engine_view(flat ? output.view({-1}) : output);
+  at::Tensor in_view = engine_view(flat ? input.view({-1}) : input);
   return wrap([&] { return engine._allgather_base(out_view, in_view, opts); }, {output}, c10d::OpType::_ALLGATHER_BASE,
               "all_gather_into_tensor");
 }
@@ -391,13 +453,53 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::alltoall(std::vector<at::Tensor
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllToAllOptions& opts) {
   c10d::Backend& engine = engine_for("all_to_all", {outputs, inputs});
+  TORCH_CHECK_VALUE(inputs.size() == static_cast<size_t>(size_) && outputs.size() == inputs.size(), "devx: all_to_all "
+                    "takes one input and one output tensor per rank (", size_, "), got ", inputs.size(), " and ",
+                    outputs.size());
+  const c10::ScalarType dtype = inputs[0].scalar_type();
+  for (const at::TensorList ts : {at::TensorList(inputs), at::TensorList(outputs)}) {
+    for (const at::Tensor& t : ts) {
+      TORCH_CHECK_VALUE(t.scalar_type() == dtype, "devx: all_to_all needs tensors of one dtype, got ", dtype, " and ",
+                        t.scalar_type());
+    }
+  }
+  // Every pair of ranks may exchange its own number of elements, as NCCL allows: that is checked
+  // pair by pair, and the bytes travel as one all_to_all_single of the flattened tensors.
   CallSignature signature("all_to_all");
-  signature.value("tensors", static_cast<int64_t>(inputs.size()));
-  for (const at::Tensor& t : inputs) signature.rows_of(t);
-  check(signature);
-  auto out_views = engine_views(outputs);
-  auto in_views = engine_views(inputs);
-  return wrap([&] { return engine.alltoall(out_views, in_views, opts); }, outputs, c10d::OpType::ALLTOALL, "all_to_all");
+  signature.value("tensors", static_cast<int64_t>(inputs.size())).value("dtype", static_cast<int64_t>(dtype));
+  std::vector<int64_t> sends, receives;
+  for (int r = 0; r < size_; ++r) {
+    sends.push_back(inputs[r].numel());
+    receives.push_back(outputs[r].numel());
+  }
+  check_pairs(signature, sends, receives);
+  std::vector<at::Tensor> flat_inputs;
+  for (const at::Tensor& t : inputs) flat_inputs.push_back(t.reshape({-1}));
+  at::Tensor send = at::cat(flat_inputs);
+  at::Tensor receive = at::empty({std::accumulate(receives.begin(), receives.end(), int64_t{0})}, send.options());
+  await_streams({send, receive});
+  at::Tensor send_view = engine_view(send);
+  at::Tensor receive_view = engine_view(receive);
+  const std::string what = describe("all_to_all", outputs);
+  c10d::AllToAllOptions o = opts;
+  return wrap([&] {
+    // Copies: an engine may take its split vectors over (gloo moves them into its work).
+    std::vector<int64_t> receive_splits = receives, send_splits = sends;
+    c10::intrusive_ptr<c10d::Work> work = engine.alltoall_base(receive_view, send_view, receive_splits, send_splits, o);
+    // Complete when it returns (an async_op caller gets finished work): the outputs are filled
+    // from the received buffer once the engine is done with it.
+    try {
+      work->wait();
+    } catch (...) {
+      rethrow_engine_error(what, engine_name_);
+    }
+    int64_t offset = 0;
+    for (int r = 0; r < size_; ++r) {
+      outputs[r].copy_(receive.narrow(0, offset, receives[r]).view(outputs[r].sizes()));
+      offset += receives[r];
+    }
+    return work;
+  }, outputs, c10d::OpType::ALLTOALL, "all_to_all");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {

@@ -90,6 +90,12 @@ class ProcessGroupDevx final : public c10d::Backend {
   c10d::Backend& engine_for(const char* collective, std::initializer_list<at::TensorList> groups);
   // The cross-rank call check of a call that is not issued on its prediction (call_ledger.h).
   void check(const CallSignature& signature, std::optional<BlindAllreduce> form = std::nullopt);
+  // The same, then the per-pair sizes of an exchange (call_check.h, check_pair_sizes).
+  void check_pairs(const CallSignature& signature, const std::vector<int64_t>& sends,
+                   const std::vector<int64_t>& receives);
+  // all_gather whose ranks contribute different sizes (outputs[i] is rank i's part).
+  c10::intrusive_ptr<c10d::Work> allgather_uneven(c10d::Backend& engine, std::vector<at::Tensor>& outputs,
+                                                  const at::Tensor& input, const c10d::AllgatherOptions& opts);
   // The devx work of the engine work that `issue` starts.
   c10::intrusive_ptr<c10d::Work> wrap(const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
                                       std::vector<at::Tensor> outputs, c10d::OpType type, const char* collective);

@@ -168,7 +168,8 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str]:
     for b in bindings:
         kind = kinds[b.name]
         if kind in ("tensor", "opt_tensor", "tensor_list", "opt_tensor_list"):
-            body.append(f"  auto a_{b.name} = scope.in({b.name});")
+            scope_in = "in_written" if b.name in writes else "in"
+            body.append(f"  auto a_{b.name} = scope.{scope_in}({b.name});")
             call_args.append(f"a_{b.name}")
         elif kind == "generator":
             body.append(f"  auto a_{b.name} = scope.generator({b.name});")

@@ -7,11 +7,12 @@ tensors go to gloo.
 `dist.get_backend()` says "devx"; `engine_name()` says which engine moves the bytes.
 
 Every collective is checked across ranks, so that mismatched sizes, dtypes, ops or collectives
-are a ValueError naming every rank's call rather than an aborted process (gloo) or a hang. A
-call the group has not been repeating is checked by a round of its own (one small all-reduce of
-a hash of each rank's call); an all_reduce that has followed the previous call twice in a row
-runs on that prediction with no round, and a rank that called something else marks the result
-so that all ranks confirm (csrc/distributed/call_ledger.h). `call_check_counts()` says how many
+are a DistBackendError (a RuntimeError) naming every rank's call rather than an aborted process
+(gloo) or a hang. A call the group has not been repeating is checked by a round of its own (one
+small all-reduce of a hash of each rank's call); an all_reduce that has followed the previous
+call twice in a row runs on that prediction with no round, and a rank that called something else
+marks the result so that all ranks confirm (csrc/distributed/call_ledger.h). all_gather with
+per-rank sizes and all_to_all with per-pair sizes work, as on NCCL. `call_check_counts()` says how many
 of each a group made. DEVX_DIST_CHECK=0 (read when a group is made) turns the check off.
 """
 from __future__ import annotations
