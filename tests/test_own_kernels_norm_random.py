@@ -420,8 +420,8 @@ ran = assert_ran(["uniform.out", "normal.out", "bernoulli.float_out", "random.ou
 print("RESULT", json.dumps({"ran": ran}))
 """
 
-# randperm.out through the kernel ABI itself, no torch (the core does not route torch.randperm to
-# it yet, see GAPS): the library loaded with ctypes, the Philox seed given by the test.
+# randperm.out through the kernel ABI itself, no torch (torch.randperm itself reaches
+# randperm.generator_out, see GAPS): the library loaded with ctypes, the Philox seed given by the test.
 ABI = """
 import collections, ctypes, json, sys
 sys.path.insert(0, "tests")
@@ -475,11 +475,11 @@ print("RESULT", json.dumps({"ok": True}))
 # Cases the core does not yet bring to these kernels; each entry says whether it works now.
 GAPS = COMMON + """
 gaps = {}
-# torch.randperm reaches randperm.generator_out, which has no kernel in the op table.
+# torch.randperm reaches randperm.generator_out (randperm.generator's composite kernel).
 d.reset_kernel_stats()
 p = torch.randperm(100, device="devx").cpu()
-gaps["randperm"] = d.kernel_stats()["vendor"].get("randperm.out", 0) > 0 and torch.equal(p.sort().values,
-                                                                                          torch.arange(100))
+gaps["randperm"] = d.kernel_stats()["vendor"].get("randperm.generator_out", 0) > 0 and torch.equal(
+    p.sort().values, torch.arange(100))
 # The out= forms have no meta kernel, the functional forms no vendor adapter.
 rm, rv = torch.zeros(3, device="devx"), torch.ones(3, device="devx")
 x = torch.randn(4, 3, 5, device="devx")
@@ -527,8 +527,7 @@ def test_randperm_kernel_through_the_abi(results):
 
 
 @pytest.mark.parametrize("gap", [
-    pytest.param("randperm", marks=pytest.mark.xfail(
-        strict=True, reason="torch.randperm dispatches to randperm.generator_out, not randperm.out")),
+    "randperm",
     pytest.param("_native_batch_norm_legit", marks=pytest.mark.xfail(
         strict=True, reason="no meta kernel for the .out form; no vendor adapter for the functional form")),
     pytest.param("_batch_norm_with_update", marks=pytest.mark.xfail(

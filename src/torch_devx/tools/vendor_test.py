@@ -104,6 +104,8 @@ _ALIASES = {
     "bmm": ("matmul", "einsum"),
     "index": ("getitem",),
     "index_put": ("setitem",),
+    "upsample_nearest2d": ("interpolate",),
+    "upsample_bilinear2d": ("interpolate",),
 }
 # Shorter names relate only when equal: OpInfo "lu" is no relative of relu, nor "t" of every op.
 MIN_RELATED_CHARS = 3

@@ -255,7 +255,7 @@ DevxStatus random_to_out(DevxKernelContext* ctx, const DevxTensor* /*self*/, int
 
 // ---- randperm: a Fisher-Yates shuffle, serial (each swap depends on the previous ones)
 
-DevxStatus randperm_out(DevxKernelContext* ctx, int64_t n, DevxTensor* out) {
+DevxStatus randperm(DevxKernelContext* ctx, int64_t n, DevxGenerator generator, DevxTensor* out) {
   if (!out) return invalid("randperm: NULL output");
   if (n < 0) return invalid("n must be non-negative, got " + std::to_string(n));
   Tensor o = take(out);
@@ -264,7 +264,7 @@ DevxStatus randperm_out(DevxKernelContext* ctx, int64_t n, DevxTensor* out) {
   return dispatch_in<kFloats | kInts>(out->dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
     Key key;
-    if (DevxStatus s = reserve(ctx, nullptr, (n + 1) / 2, &key)) return s;
+    if (DevxStatus s = reserve(ctx, generator, (n + 1) / 2, &key)) return s;
     return launch(ctx, [o, n, key] {
       std::vector<int64_t> perm(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) perm[i] = i;
@@ -280,6 +280,14 @@ DevxStatus randperm_out(DevxKernelContext* ctx, int64_t n, DevxTensor* out) {
       for (int64_t i = 0; i < n; ++i) o.ptr<T>()[i * stride] = convert<T>(perm[i]);
     });
   });
+}
+
+DevxStatus randperm_out(DevxKernelContext* ctx, int64_t n, DevxTensor* out) {
+  return randperm(ctx, n, nullptr, out);
+}
+
+DevxStatus randperm_generator_out(DevxKernelContext* ctx, int64_t n, DevxGenerator generator, DevxTensor* out) {
+  return randperm(ctx, n, generator, out);
 }
 
 // ---- dropout: keep each element with probability 1 - p and scale the kept ones by 1 / (1 - p)
@@ -345,6 +353,7 @@ DEVX_SIM_REGISTER_KERNEL(random_out, random_out);
 DEVX_SIM_REGISTER_KERNEL(random_from_out, random_from_out);
 DEVX_SIM_REGISTER_KERNEL(random_to_out, random_to_out);
 DEVX_SIM_REGISTER_KERNEL(randperm_out, randperm_out);
+DEVX_SIM_REGISTER_KERNEL(randperm_generator_out, randperm_generator_out);
 DEVX_SIM_REGISTER_KERNEL(native_dropout_out, native_dropout_out);
 DEVX_SIM_REGISTER_KERNEL(native_dropout_backward_out, native_dropout_backward_out);
 

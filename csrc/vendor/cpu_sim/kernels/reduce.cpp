@@ -1,4 +1,4 @@
-// Sums, means, products, all and any over a list of dimensions (or all of them).
+// Sums (nansum: NaNs counted as 0), means, products, all and any over a list of dimensions (or all of them).
 #include "kernels/reduce_util.h"
 #include "kernels/registry.h"
 
@@ -7,7 +7,7 @@ namespace {
 
 using namespace reduce_util;
 
-enum class Fold { kSum, kMean, kProd };
+enum class Fold { kSum, kNanSum, kMean, kProd };
 
 // The values are converted to the output's dtype (as ATen's dtype= argument does) and folded in
 // acc_t of it.
@@ -23,16 +23,20 @@ DevxStatus fold_out(DevxKernelContext* ctx, const std::string& op, const DevxTen
   if (fold == Fold::kMean && !is_floating(o.dtype) && !is_complex(o.dtype)) {
     return decline("mean: an integral output");
   }
+  if (fold == Fold::kNanSum && is_complex(in.dtype)) return invalid("nansum does not support complex inputs");
   return dispatch_in<kAllTypes>(o.dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
     using A = acc_t<T>;
     return launch(ctx, [in, o, r, fold] {
       const A init = fold == Fold::kProd ? A(1) : A(0);
       auto combine = [fold](A& a, const A& b) { a = fold == Fold::kProd ? acc_mul(a, b) : acc_add(a, b); };
-      auto step = [&](A& acc, int64_t off, int64_t) { combine(acc, convert<A>(read_as<T>(in, off))); };
+      auto step = [&](A& acc, int64_t off, int64_t) {
+        const A v = convert<A>(read_as<T>(in, off));
+        if (fold != Fold::kNanSum || !is_nan(v)) combine(acc, v);
+      };
       // Sums of a row in kLanes independent partial sums: no chain of dependent additions.
       auto row = [&](A& acc, int64_t off, int64_t st, int64_t len) {
-        if (fold == Fold::kProd || in.dtype != type_dtype<T>()) {
+        if (fold == Fold::kProd || fold == Fold::kNanSum || in.dtype != type_dtype<T>()) {
           for (int64_t i = 0; i < len; ++i) step(acc, off + i * st, 0);
           return;
         }
@@ -68,6 +72,11 @@ DevxStatus sum_dim_out(DevxKernelContext* ctx, const DevxTensor* self, const Dev
 
 DevxStatus sum_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxDType*, DevxTensor* out) {
   return fold_out(ctx, "sum", self, nullptr, 0, out, Fold::kSum);
+}
+
+DevxStatus nansum_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxIntList* dim, int, const DevxDType*,
+                      DevxTensor* out) {
+  return fold_out(ctx, "nansum", self, dim ? dim->data : nullptr, dim ? dim->len : 0, out, Fold::kNanSum);
 }
 
 DevxStatus mean_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxIntList* dim, int, const DevxDType*,
@@ -123,6 +132,7 @@ DevxStatus any_dim_out(DevxKernelContext* ctx, const DevxTensor* self, int64_t d
 
 DEVX_SIM_REGISTER_KERNEL(sum_IntList_out, sum_dim_out);
 DEVX_SIM_REGISTER_KERNEL(sum_out, sum_out);
+DEVX_SIM_REGISTER_KERNEL(nansum_out, nansum_out);
 DEVX_SIM_REGISTER_KERNEL(mean_out, mean_out);
 DEVX_SIM_REGISTER_KERNEL(prod_out, prod_out);
 DEVX_SIM_REGISTER_KERNEL(all_all_out, all_all_out);

@@ -153,7 +153,46 @@ DevxStatus dim_out(DevxKernelContext* ctx, const DevxTensor* self, int64_t dim, 
   return indexed_out<Max, 2>(ctx, op, p, {values, indices});
 }
 
+// aminmax: both extremes in one pass, over one dim or all of them.
+DevxStatus aminmax_out(DevxKernelContext* ctx, const DevxTensor* self, const int64_t* dim, int, DevxTensor* min,
+                       DevxTensor* max) {
+  Prepared p;
+  if (DevxStatus s = prepare("aminmax", self, dim, dim ? 1 : 0, &p)) return s;
+  if (!min || !max) return invalid("aminmax: NULL output");
+  const Tensor lo = take(min), hi = take(max);
+  if (lo.dtype != p.in.dtype || hi.dtype != p.in.dtype) return decline("aminmax: outputs of another dtype than the input");
+  std::string why;
+  const Reduction<2> r = make_reduction<2>(p.in, p.mask, {&lo, &hi}, &why);
+  if (!why.empty()) return invalid("aminmax: " + why);
+  if (r.n_red == 0 && r.n_out > 0) {
+    return invalid("aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+  }
+  return dispatch_in<kNumbers | kBool>(p.in.dtype, [&](auto tag) -> DevxStatus {
+    using T = decltype(tag);
+    using M = opmath_t<T>;
+    using Pair = std::array<M, 2>;
+    return launch(ctx, [in = p.in, lo, hi, r] {
+      const T* x = in.ptr<const T>();
+      auto step = [x](Pair& acc, int64_t off, int64_t) {
+        const M v = static_cast<M>(x[off]);
+        if (beats<false>(v, acc[0])) acc[0] = v;
+        if (beats<true>(v, acc[1])) acc[1] = v;
+      };
+      auto combine = [](Pair& a, const Pair& b) {
+        if (beats<false>(b[0], a[0])) a[0] = b[0];
+        if (beats<true>(b[1], a[1])) a[1] = b[1];
+      };
+      run_reduction(r, Pair{identity<false, M>(), identity<true, M>()}, step, combine,
+                    [&](const std::array<int64_t, 2>& off, const Pair& acc) {
+                      lo.ptr<T>()[off[0]] = convert<T>(acc[0]);
+                      hi.ptr<T>()[off[1]] = convert<T>(acc[1]);
+                    });
+    });
+  });
+}
+
 DEVX_SIM_REGISTER_KERNEL(amax_out, amax_out);
+DEVX_SIM_REGISTER_KERNEL(aminmax_out, aminmax_out);
 DEVX_SIM_REGISTER_KERNEL(amin_out, amin_out);
 DEVX_SIM_REGISTER_KERNEL(max_unary_out, max_unary_out);
 DEVX_SIM_REGISTER_KERNEL(min_unary_out, min_unary_out);

@@ -75,6 +75,48 @@ DevxStatus var_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxInt
   });
 }
 
+// var_mean: the variance (as var) into out0 and the mean into out1, from one pass.
+DevxStatus var_mean_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxIntList* dim,
+                        const DevxScalar* correction, int, DevxTensor* out0, DevxTensor* out1) {
+  if (!self || !out0 || !out1) return invalid("var_mean: NULL tensor");
+  const Tensor in = take(self), var = take(out0), mean = take(out1);
+  DimMask mask;
+  if (std::string why = reduce_mask(in.ndim(), dim, &mask); !why.empty()) return invalid("var_mean: " + why);
+  std::string why;
+  const Reduction<2> r = make_reduction<2>(in, mask, {&var, &mean}, &why);
+  if (!why.empty()) return invalid("var_mean: " + why);
+  const double c = correction ? scalar_as<double>(correction) : 1.0;
+  return dispatch_in<kFloats | kComplex>(in.dtype, [&](auto tag) -> DevxStatus {
+    using T = decltype(tag);
+    return launch(ctx, [in, var, mean, r, c] {
+      const T* x = in.ptr<const T>();
+      auto step = [x](Moments& m, int64_t off, int64_t) {
+        if constexpr (is_complex_v<T>) {
+          m.re.add(x[off].real());
+          m.im.add(x[off].imag());
+        } else {
+          m.re.add(static_cast<double>(static_cast<opmath_t<T>>(x[off])));
+        }
+      };
+      auto combine = [](Moments& a, const Moments& b) {
+        a.re.merge(b.re);
+        a.im.merge(b.im);
+      };
+      const double divisor = std::max(0.0, static_cast<double>(r.n_red) - c);
+      run_reduction(r, Moments{}, step, combine, [&](const std::array<int64_t, 2>& off, const Moments& m) {
+        write_as<double>(var, off[0], (m.re.m2 + m.im.m2) / divisor);
+        // An empty reduction's mean is NaN, as 0 / 0.
+        const double n = m.re.n;
+        if constexpr (is_complex_v<T>) {
+          write_as<c128>(mean, off[1], n ? c128(m.re.mean, m.im.mean) : c128(NAN, NAN));
+        } else {
+          write_as<double>(mean, off[1], n ? m.re.mean : NAN);
+        }
+      });
+    });
+  });
+}
+
 enum class NormKind { kZero, kOne, kTwo, kInf, kNegInf, kPow };
 
 NormKind norm_kind(double p) {
@@ -212,6 +254,7 @@ DevxStatus foreach_norm_out(DevxKernelContext* ctx, DevxTensorList self, const D
 
 DEVX_SIM_REGISTER_KERNEL(var_correction_out, var_out<false>);
 DEVX_SIM_REGISTER_KERNEL(std_correction_out, var_out<true>);
+DEVX_SIM_REGISTER_KERNEL(var_mean_correction_out, var_mean_out);
 DEVX_SIM_REGISTER_KERNEL(linalg_vector_norm_out, vector_norm_out);
 DEVX_SIM_REGISTER_KERNEL(_foreach_norm_Scalar_out, foreach_norm_out);
 

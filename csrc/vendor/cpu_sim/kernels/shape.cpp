@@ -81,6 +81,47 @@ DevxStatus arange_start_out(DevxKernelContext* ctx, const DevxScalar* start, con
   });
 }
 
+// linspace computes as ATen's CPU kernel: in T for the floating types (each operation of the
+// 16-bit ones rounded to T, as their C++ arithmetic rounds), in double for the integers, from
+// both ends towards the middle so that the last point is `end` exactly.
+template <typename T>
+using linspace_step_t = std::conditional_t<is_float_v<T>, opmath_t<T>, double>;
+
+template <typename T, typename S>
+inline S round_as(S v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<S>(static_cast<float>(convert<T>(v)));
+  } else {
+    return v;
+  }
+}
+
+DevxStatus linspace_out(DevxKernelContext* ctx, const DevxScalar* start, const DevxScalar* end, int64_t steps,
+                        DevxTensor* out) {
+  if (!start || !end || !out) return invalid("linspace: NULL argument");
+  if (steps < 0) return invalid("number of steps must be non-negative");
+  Tensor o = take(out);
+  if (o.ndim() != 1 || o.numel() != steps) return invalid("linspace: output of shape " + shape_str(o.sizes));
+  if (steps == 0) return DEVX_OK;
+  return dispatch_in<kNumbers>(o.dtype, [&](auto tag) -> DevxStatus {
+    using T = decltype(tag);
+    using S = linspace_step_t<T>;
+    const S first = convert<S>(scalar_as<T>(start)), last = convert<S>(scalar_as<T>(end));
+    const S step = steps > 1 ? round_as<T>(round_as<T>(last - first) / static_cast<S>(steps - 1)) : S(0);
+    return launch(ctx, [o, first, last, step, steps] {
+      T* dst = o.ptr<T>();
+      const int64_t stride = o.stride(0), halfway = steps / 2;
+      parallel_for(steps, kGrain, [&](int64_t begin, int64_t stop) {
+        for (int64_t i = begin; i < stop; ++i) {
+          const S v = i < halfway ? round_as<T>(first + round_as<T>(step * static_cast<S>(i)))
+                                  : round_as<T>(last - round_as<T>(step * static_cast<S>(steps - i - 1)));
+          dst[i * stride] = steps == 1 ? convert<T>(first) : convert<T>(v);
+        }
+      });
+    });
+  });
+}
+
 // tril keeps the elements on and below diagonal `diagonal` of the last two dims (j - i <= it),
 // triu those on and above (j - i >= it); the others become zero.
 template <bool Upper>
@@ -186,6 +227,7 @@ DevxStatus kaiser_window_beta_out(DevxKernelContext* ctx, int64_t window_length,
 
 DEVX_SIM_REGISTER_KERNEL(cat_out, cat_out);
 DEVX_SIM_REGISTER_KERNEL(arange_start_out, arange_start_out);
+DEVX_SIM_REGISTER_KERNEL(linspace_out, linspace_out);
 DEVX_SIM_REGISTER_KERNEL(tril_out, tri_out<false>);
 DEVX_SIM_REGISTER_KERNEL(triu_out, tri_out<true>);
 DEVX_SIM_REGISTER_KERNEL(kaiser_window_out, kaiser_window_out);

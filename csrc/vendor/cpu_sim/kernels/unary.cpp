@@ -134,6 +134,22 @@ DevxStatus isnan_out(DevxKernelContext* ctx, const DevxTensor* self, DevxTensor*
   });
 }
 
+// ATen rejects complex inputs of isposinf and isneginf; integers and bools are never infinite.
+template <bool Positive>
+DevxStatus isinf_signed_out(DevxKernelContext* ctx, const DevxTensor* self, DevxTensor* out) {
+  if (self && is_complex(self->dtype)) {
+    return invalid(std::string(Positive ? "isposinf" : "isneginf") + " does not support complex inputs.");
+  }
+  return predicate<kNumbers | kBool>(ctx, self, out, [](auto x) {
+    using M = decltype(x);
+    if constexpr (std::is_floating_point_v<M>) {
+      return Positive ? x == std::numeric_limits<M>::infinity() : x == -std::numeric_limits<M>::infinity();
+    } else {
+      return false;
+    }
+  });
+}
+
 template <typename T>
 float finite_max() {
   if constexpr (std::is_same_v<T, Half>) {
@@ -190,6 +206,8 @@ DEVX_SIM_REGISTER_KERNEL(round_out, round_out);
 DEVX_SIM_REGISTER_KERNEL(bitwise_not_out, bitwise_not_out);
 DEVX_SIM_REGISTER_KERNEL(logical_not_out, logical_not_out);
 DEVX_SIM_REGISTER_KERNEL(isnan_out, isnan_out);
+DEVX_SIM_REGISTER_KERNEL(isposinf_out, isinf_signed_out<true>);
+DEVX_SIM_REGISTER_KERNEL(isneginf_out, isinf_signed_out<false>);
 DEVX_SIM_REGISTER_KERNEL(nan_to_num_out, nan_to_num_out);
 
 }  // namespace
