@@ -161,3 +161,20 @@ def test_cells_keep_the_fused_cells(cls):
     torch.testing.assert_close(outs[1][0], outs[0][0], atol=1e-5, rtol=1e-5)
     for got, want in zip(outs[1][1], outs[0][1]):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_autocast_runs_the_op_in_low_precision_as_the_cpus_autocast():
+    torch.manual_seed(0)
+    module = torch.nn.LSTM(IN, HIDDEN, num_layers=2)
+    x = torch.randn(SEQ, BATCH, IN)
+    devx = copy.deepcopy(module).devx()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = module(x)[0]
+    with torch.autocast("devx", dtype=torch.bfloat16):
+        got = devx(x.devx())[0]
+    assert got.dtype == want.dtype == torch.bfloat16
+    assert torch.equal(got.cpu(), want)
+    want.float().sum().backward()
+    got.float().sum().backward()
+    for p, q in zip(module.parameters(), devx.parameters()):
+        assert q.grad.dtype == torch.float32 and torch.equal(q.grad.cpu(), p.grad)

@@ -14,6 +14,7 @@
 // that refuses the op (DEVX_SIM_KERNELS=own-only, DEVX_SIM_UNSUPPORTED_OPS), tensors or modes that
 // the Python dispatcher handles (fake tensors, dispatch modes, functorch transforms).
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/gru.h>
 #include <ATen/ops/gru_native.h>
@@ -102,6 +103,37 @@ class DevxNumbersOnCpuGenerator {
   at::Generator cpu_;
   at::Generator devx_;
   at::Tensor saved_;
+};
+
+// Under torch.autocast("devx") the op runs under the compute device's autocast, with devx's
+// dtype: its policy casts the whole op (CPU) where devx's composite got low precision from its
+// matmuls, as CUDA gets it from _cudnn_rnn's cast. The cast cache stays off: the leaves it would
+// key on are this op's own.
+class ComputeAutocast {
+ public:
+  ComputeAutocast() : active_(at::autocast::is_autocast_enabled(c10::kPrivateUse1)) {
+    if (!active_) return;
+    enabled_ = at::autocast::is_autocast_enabled(c10::kCPU);
+    dtype_ = at::autocast::get_autocast_dtype(c10::kCPU);
+    cache_ = at::autocast::is_autocast_cache_enabled();
+    at::autocast::set_autocast_enabled(c10::kCPU, true);
+    at::autocast::set_autocast_dtype(c10::kCPU, at::autocast::get_autocast_dtype(c10::kPrivateUse1));
+    at::autocast::set_autocast_cache_enabled(false);
+  }
+  ~ComputeAutocast() {
+    if (!active_) return;
+    at::autocast::set_autocast_enabled(c10::kCPU, enabled_);
+    at::autocast::set_autocast_dtype(c10::kCPU, dtype_);
+    at::autocast::set_autocast_cache_enabled(cache_);
+  }
+  ComputeAutocast(const ComputeAutocast&) = delete;
+  ComputeAutocast& operator=(const ComputeAutocast&) = delete;
+
+ private:
+  bool active_;
+  bool enabled_ = false;
+  bool cache_ = true;
+  at::ScalarType dtype_ = at::kBFloat16;
 };
 
 // With asynchronous streams the op runs on the host once the stream is idle, as ops that cannot
@@ -218,6 +250,7 @@ std::vector<at::Tensor> run_whole_sequence(const char* op, const char* node_name
   std::vector<at::Tensor> results;
   {
     at::AutoGradMode enable(grad);
+    ComputeAutocast autocast;
     results = compute(aliases);
   }
   numbers.reset();
