@@ -5,8 +5,11 @@
 // backward ops read what the forward ops stored.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/sigmoid_backward.h>
 #include <ATen/ops/tanh.h>
@@ -70,18 +73,28 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(const st
   return {grad_gates, gc.mul_(f), has_bias ? grad_gates.sum(0) : at::Tensor()};
 }
 
-// (hy, workspace = [r, z, n, hx, hn])
+// (hy, workspace = [r, z, n, hx, hn]). r, z and n are computed in their slices of the workspace
+// (no concatenation of separately allocated gates).
 std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
                                                   const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
                                                   const std::optional<at::Tensor>& hidden_bias) {
   DevxGuard guard(input_gates.device());
-  auto ig = with_bias(input_gates, input_bias).chunk(3, 1);
-  auto hg = with_bias(hidden_gates, hidden_bias).chunk(3, 1);
-  at::Tensor r = (ig[0] + hg[0]).sigmoid();
-  at::Tensor z = (ig[1] + hg[1]).sigmoid();
-  at::Tensor n = (ig[2] + r * hg[2]).tanh();
-  at::Tensor hy = n + z * (hx - n);
-  return {hy, at::cat({r, z, n, hx, hg[2]}, 1)};
+  at::Tensor ig = with_bias(input_gates, input_bias);
+  at::Tensor hg = with_bias(hidden_gates, hidden_bias);
+  const int64_t h = hx.size(1);
+  at::Tensor workspace =
+      at::empty({hx.size(0), 5 * h}, hx.options().dtype(at::promote_types(ig.scalar_type(), hx.scalar_type())));
+  at::Tensor rz = workspace.narrow(1, 0, 2 * h);
+  at::add_out(rz, ig.narrow(1, 0, 2 * h), hg.narrow(1, 0, 2 * h)).sigmoid_();
+  at::Tensor r = workspace.narrow(1, 0, h), z = workspace.narrow(1, h, h), n = workspace.narrow(1, 2 * h, h);
+  at::Tensor hn = hg.narrow(1, 2 * h, h);
+  // n = tanh(ig_n + r * hn)
+  at::mul_out(n, r, hn).add_(ig.narrow(1, 2 * h, h)).tanh_();
+  workspace.narrow(1, 3 * h, h).copy_(hx);
+  workspace.narrow(1, 4 * h, h).copy_(hn);
+  // hy = n + z * (hx - n)
+  at::Tensor hy = (hx - n).mul_(z).add_(n);
+  return {hy, workspace};
 }
 
 // (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias)
