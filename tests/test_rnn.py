@@ -178,3 +178,16 @@ def test_autocast_runs_the_op_in_low_precision_as_the_cpus_autocast():
     got.float().sum().backward()
     for p, q in zip(module.parameters(), devx.parameters()):
         assert q.grad.dtype == torch.float32 and torch.equal(q.grad.cpu(), p.grad)
+
+
+def test_the_profiler_shows_the_ops_kernels_on_the_device_rows():
+    from torch.autograd import DeviceType
+
+    module = torch.nn.LSTM(IN, HIDDEN).devx()
+    x = torch.randn(SEQ, BATCH, IN, device="devx")
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+    with torch.profiler.profile(activities=activities) as prof:
+        module(x)[0].sum().backward()
+        torch.devx.synchronize()
+    kernels = {e.name for e in prof.events() if e.device_type == DeviceType.PrivateUse1}
+    assert {f"{torch_devx.vendor}::lstm", f"{torch_devx.vendor}::lstm_backward"} <= kernels, kernels

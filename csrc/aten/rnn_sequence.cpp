@@ -32,6 +32,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,7 @@
 #include "aten/async_ops.h"
 #include "aten/compute_scope.h"
 #include "aten/op_registry.h"
+#include "profiler/device_activity.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
 #include "runtime/stream.h"
@@ -156,12 +158,34 @@ class RunsInline {
   bool inline_;
 };
 
+// "lstm" of "aten::lstm".
+const char* without_namespace(const char* op) {
+  return op + std::strlen("aten::");
+}
+
+// The op's span on the device rows of torch.profiler, as the generated ops have (named
+// "<vendor>::<op>"); inert when not recording.
+class KernelSpan {
+ public:
+  explicit KernelSpan(const char* name) {
+    if (C10_UNLIKELY(profiler::recording())) {
+      span_.emplace(profiler::ActivityKind::kKernel, std::string(vendor().name) + "::" + name, getCurrentDevxStream());
+    }
+  }
+  void finish() {
+    if (span_) span_->finish();
+  }
+
+ private:
+  std::optional<profiler::DeviceSpan> span_;
+};
+
 // The backward of a whole-sequence op: the compute device's graph of the op, from the leaves
 // aliasing the devx arguments to the outputs the devx outputs alias.
 class WholeSequenceBackward final : public torch::autograd::Node {
  public:
   WholeSequenceBackward(std::string name, const char* op, c10::DeviceIndex device)
-      : name_(std::move(name)), op_(op), device_(device) {}
+      : name_(std::move(name)), op_(op), backward_kernel_(std::string(without_namespace(op)) + "_backward"), device_(device) {}
 
   std::string name() const override { return name_; }
 
@@ -190,8 +214,10 @@ class WholeSequenceBackward final : public torch::autograd::Node {
     variable_list result(num_outputs());
     if (outputs.empty() || wanted.empty()) return result;
     // Retained: the engine says when the graph may go (release_variables), as for any node.
+    KernelSpan span(backward_kernel_.c_str());
     variable_list computed = torch::autograd::grad(outputs, wanted, grad_outputs, /*retain_graph=*/true,
                                                    /*create_graph=*/false, /*allow_unused=*/true);
+    span.finish();
     for (size_t j = 0; j < computed.size(); ++j) result[wanted_index[j]] = scope.out(std::move(computed[j]));
     return result;
   }
@@ -206,7 +232,8 @@ class WholeSequenceBackward final : public torch::autograd::Node {
 
  private:
   std::string name_;
-  const char* op_;
+  const char* op_;               // "aten::lstm"
+  std::string backward_kernel_;  // "lstm_backward"
   c10::DeviceIndex device_;
 };
 
@@ -251,7 +278,9 @@ std::vector<at::Tensor> run_whole_sequence(const char* op, const char* node_name
   {
     at::AutoGradMode enable(grad);
     ComputeAutocast autocast;
+    KernelSpan span(without_namespace(op));
     results = compute(aliases);
+    span.finish();
   }
   numbers.reset();
   if (!grad) return scope.out(std::move(results));
