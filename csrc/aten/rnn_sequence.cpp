@@ -185,7 +185,10 @@ class KernelSpan {
 class WholeSequenceBackward final : public torch::autograd::Node {
  public:
   WholeSequenceBackward(std::string name, const char* op, c10::DeviceIndex device)
-      : name_(std::move(name)), op_(op), backward_kernel_(std::string(without_namespace(op)) + "_backward"), device_(device) {}
+      : name_(std::move(name)),
+        op_(op),
+        backward_kernel_(std::string(without_namespace(op)) + "_backward"),
+        device_(device) {}
 
   std::string name() const override { return name_; }
 
@@ -199,7 +202,9 @@ class WholeSequenceBackward final : public torch::autograd::Node {
     ComputeScope scope;
     std::vector<at::Tensor> outputs, grad_outputs;
     for (size_t k = 0; k < grads.size(); ++k) {
-      if (!grads[k].defined()) continue;
+      // An output the compute device's graph does not reach (none of what it depends on needs a
+      // gradient) contributes nothing.
+      if (!grads[k].defined() || !outputs_[k].requires_grad()) continue;
       outputs.push_back(outputs_[k]);
       grad_outputs.push_back(scope.in(grads[k]));
     }
@@ -213,8 +218,8 @@ class WholeSequenceBackward final : public torch::autograd::Node {
     }
     variable_list result(num_outputs());
     if (outputs.empty() || wanted.empty()) return result;
-    // Retained: the engine says when the graph may go (release_variables), as for any node.
     KernelSpan span(backward_kernel_.c_str());
+    // Retained: the engine says when the graph may go (release_variables), as for any node.
     variable_list computed = torch::autograd::grad(outputs, wanted, grad_outputs, /*retain_graph=*/true,
                                                    /*create_graph=*/false, /*allow_unused=*/true);
     span.finish();
