@@ -1,6 +1,6 @@
-"""devx against native CPU in the same run, on one thread: small ops, large ops, a train step.
+"""devx against native CPU in the same run, on one thread: small ops, large ops, train steps.
 
-    python bench/bench.py [--quick] [--small-only] [--json out.json]
+    python bench/bench.py [--quick] [--small-only | --models-only] [--json out.json]
 
 Every figure is a ratio devx time / CPU time (1.00 = as fast as native), the median over
 repeated timings. Small ops have 16 elements (what the backend's per-op overhead dominates),
@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 
 import torch_devx
-from workloads import OPS, op_maker, run_json_child, step_maker, time_per_call
+from workloads import OPS, REAL_MODELS, op_maker, real_model_step_maker, run_json_child, step_maker, time_per_call
 
 
 def ratio(make: Callable[[str], Callable[[], object]], repeats: int, min_time: float) -> tuple[float, float, float]:
@@ -42,13 +42,48 @@ def async_train_step(quick: bool) -> dict[str, float]:
     return run_json_child(__file__, ["--train-step-only"] + (["--quick"] if quick else []), DEVX_SIM_ASYNC="1")
 
 
+def real_model_steps(repeats: int, min_time: float) -> dict[str, dict[str, float]]:
+    """The real models' train steps (workloads.REAL_MODELS), each against the CPU."""
+    results = {}
+    for name in REAL_MODELS:
+        r, c, d = ratio(real_model_step_maker(name), repeats, min_time * 2)
+        results[name] = {"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}
+    return results
+
+
+def async_real_model_steps(quick: bool) -> dict[str, dict[str, float]]:
+    return run_json_child(__file__, ["--real-models-only"] + (["--quick"] if quick else []), DEVX_SIM_ASYNC="1")
+
+
+def print_model_rows(results: dict[str, dict[str, float]], mode: str) -> None:
+    for name, v in results.items():
+        print(f"  {name:10s} train step{mode}  cpu {v['cpu_us'] / 1e3:7.2f} ms  devx {v['devx_us'] / 1e3:7.2f} ms  "
+              f"ratio {v['ratio']:5.2f}")
+
+
+def model_rows(quick: bool, repeats: int, min_time: float) -> dict[str, dict[str, float]]:
+    """The real-model rows, synchronous and (cpu_sim) with DEVX_SIM_ASYNC=1, printed as they come."""
+    results = {}
+    sync = real_model_steps(repeats, min_time)
+    print_model_rows(sync, "")
+    results.update({f"model/{name}_train_step": v for name, v in sync.items()})
+    if torch_devx.vendor == "cpu_sim":
+        asynchronous = async_real_model_steps(quick)
+        print_model_rows(asynchronous, ", DEVX_SIM_ASYNC=1")
+        results.update({f"model/{name}_train_step_async": v for name, v in asynchronous.items()})
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--small-only", action="store_true",
                         help="only the small ops (the per-op overhead), with their median")
+    parser.add_argument("--models-only", action="store_true",
+                        help="only the real-model train steps (workloads.REAL_MODELS), synchronous and asynchronous")
     parser.add_argument("--train-step-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--real-models-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(1)
     repeats, min_time = (3, 0.05) if args.quick else (7, 0.2)
@@ -56,9 +91,18 @@ def main() -> None:
         r, c, d = ratio(step_maker, repeats, min_time * 2)
         print(json.dumps({"ratio": r, "cpu_us": c * 1e6, "devx_us": d * 1e6}))
         return
+    if args.real_models_only:
+        print(json.dumps(real_model_steps(repeats, min_time)))
+        return
 
     results: dict[str, dict[str, float]] = {}
     print(f"torch {torch.__version__}, devx vendor {torch_devx.vendor}, 1 thread; ratio = devx / cpu")
+    if args.models_only:
+        results = model_rows(args.quick, repeats, min_time)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"results": results}, fh, indent=2)
+        return
     for label, numel in (("small", 16),) if args.small_only else (("small", 16), ("large", 1 << 20)):
         for name, op in OPS.items():
             r, c, d = ratio(op_maker(op, numel), repeats, min_time)
@@ -81,6 +125,7 @@ def main() -> None:
         results["model/train_step_async"] = a = async_train_step(args.quick)
         print(f"  model train step, DEVX_SIM_ASYNC=1  cpu {a['cpu_us'] / 1e3:7.2f} ms  "
               f"devx {a['devx_us'] / 1e3:7.2f} ms  ratio {a['ratio']:5.2f}")
+    results.update(model_rows(args.quick, repeats, min_time))
 
     # Runtime figures: the cost of one cached allocate/free pair (C++, no Python in the loop) and
     # how much memory a train step reserves beyond what it uses at its peak.
@@ -152,6 +197,8 @@ def main() -> None:
         "autocast_train_step_ratio": results["model/autocast_bf16_train_step"]["ratio"],
         **({"train_step_async_ratio": results["model/train_step_async"]["ratio"]}
            if "model/train_step_async" in results else {}),
+        **{f"{k[len('model/'):]}_ratio": v["ratio"] for k, v in results.items()
+           if k.startswith("model/") and k.split("/")[1].split("_train_step")[0] in REAL_MODELS},
         "alloc_free_pair_ns": alloc_ns,
         "peak_reserved_over_allocated": peak_ratio,
         "profiled_step_ratio": profiler_ratio,

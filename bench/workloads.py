@@ -125,6 +125,123 @@ class TinyGPT(nn.Module):
         return self.head(self.ln(x))
 
 
+class SdpaGPT(TinyGPT):
+    """TinyGPT with its attention through F.scaled_dot_product_attention, as GPT-2 ports run it."""
+
+    def forward(self, tok: torch.Tensor) -> torch.Tensor:
+        b, t = tok.shape
+        x = self.wte(tok) + self.wpe(torch.arange(t, device=tok.device))
+        for blk in self.blocks:
+            q, k, v = blk["qkv"](blk["ln1"](x)).split(x.shape[-1], dim=-1)
+            q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + blk["proj"](y.transpose(1, 2).reshape(b, t, -1))
+            x = x + blk["out"](F.gelu(blk["fc"](blk["ln2"](x))))
+        return self.head(self.ln(x))
+
+
+class BertStyle(nn.Module):
+    """A BERT-style encoder: token, position and segment embeddings, post-norm encoder layers
+    (nn.TransformerEncoderLayer, GELU), a pooled classification head."""
+
+    def __init__(self, vocab: int = 128, dim: int = 64, heads: int = 4, layers: int = 2, ctx: int = 32) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(ctx, dim)
+        self.seg = nn.Embedding(2, dim)
+        self.ln = nn.LayerNorm(dim)
+        layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout=0.1, activation="gelu", batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.pool = nn.Linear(dim, dim)
+        self.cls = nn.Linear(dim, 2)
+
+    def forward(self, tok: torch.Tensor) -> torch.Tensor:
+        b, t = tok.shape
+        seg = (torch.arange(t, device=tok.device) >= t // 2).long()
+        x = self.ln(self.tok(tok) + self.pos(torch.arange(t, device=tok.device)) + self.seg(seg))
+        x = self.encoder(x)
+        return self.cls(torch.tanh(self.pool(x[:, 0])))
+
+
+class ResBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(y)) + self.down(x))
+
+
+class SmallResNet(nn.Module):
+    """A ResNet-style CNN (a stem, four basic blocks, global pooling)."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.blocks = nn.Sequential(ResBlock(16, 16, 1), ResBlock(16, 32, 2), ResBlock(32, 32, 1), ResBlock(32, 64, 2))
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1).flatten(1))
+
+
+class LSTMTagger(nn.Module):
+    """A sequence tagger: embeddings, a 2-layer bidirectional LSTM, a per-token classifier."""
+
+    def __init__(self, vocab: int = 100, dim: int = 32, hidden: int = 64, tags: int = 8) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.lstm = nn.LSTM(dim, hidden, num_layers=2, batch_first=True, bidirectional=True)
+        self.out = nn.Linear(2 * hidden, tags)
+
+    def forward(self, tok: torch.Tensor) -> torch.Tensor:
+        return self.out(self.lstm(self.emb(tok))[0])
+
+
+# name -> (model maker, input maker, loss(output, input)): the real-model train steps the bench times.
+REAL_MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], torch.Tensor],
+                             Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]] = {
+    "lstm": (LSTMTagger, lambda: torch.randint(0, 100, (16, 32)),
+             lambda out, x: F.cross_entropy(out.reshape(-1, out.shape[-1]), x.reshape(-1) % 8)),
+    "gpt2_sdpa": (lambda: SdpaGPT(vocab=128, dim=64, heads=4, layers=2, ctx=32), lambda: torch.randint(0, 128, (8, 32)),
+                  lambda out, x: F.cross_entropy(out[:, :-1].reshape(-1, out.shape[-1]), x[:, 1:].reshape(-1))),
+    "bert": (BertStyle, lambda: torch.randint(0, 128, (8, 32)),
+             lambda out, x: F.cross_entropy(out, x[:, 0] % 2)),
+    "resnet_cl": (SmallResNet, lambda: torch.randn(16, 3, 32, 32).contiguous(memory_format=torch.channels_last),
+                  lambda out, x: F.cross_entropy(out, torch.arange(out.shape[0], device=out.device) % 10)),
+}
+
+
+def real_model_step_maker(name: str) -> Callable[[str], Callable[[], object]]:
+    """A maker of `name`'s train step (forward, loss, backward, AdamW step) on a device; the
+    channels_last model keeps its weights and inputs channels_last."""
+    make_model, make_input, loss_fn = REAL_MODELS[name]
+
+    def make(device: str) -> Callable[[], object]:
+        torch.manual_seed(0)
+        model = make_model()
+        if name.endswith("_cl"):
+            model = model.to(memory_format=torch.channels_last)
+        model = model.to(device).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x = make_input().to(device)
+
+        def step() -> None:
+            opt.zero_grad()
+            loss_fn(model(x), x).backward()
+            opt.step()
+
+        return step
+
+    return make
+
+
 class LSTMNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()

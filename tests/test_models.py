@@ -365,7 +365,8 @@ def test_training_script_exits_cleanly():
 
 @pytest.mark.parametrize("cls", [torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN, torch.nn.LSTMCell, torch.nn.GRUCell])
 def test_recurrent_layers_match_cpu(cls):
-    """nn.LSTM/GRU on devx take the fused-cell path (_thnn_fused_*_cell, no CPU kernel) as on CUDA."""
+    """nn.LSTM/GRU/RNN (the CPU's whole-sequence path on devx memory) and nn.LSTMCell/GRUCell (the
+    fused cells, _thnn_fused_*_cell, which have no CPU kernel) train as on the CPU."""
     import torch_devx
 
     cell = cls.__name__.endswith("Cell")
