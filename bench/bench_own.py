@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from workloads import OPS, op_maker, run_json_child, small_model, step_maker, time_per_call
+from workloads import OPS, op_maker, run_json_child, small_model, step_maker, time_per_call, train_step
 
 
 def ratio(make: Callable[[str], Callable[[], object]], repeats: int, min_time: float) -> float:
@@ -35,15 +35,8 @@ def lm_step_maker(device: str) -> Callable[[], object]:
     torch.manual_seed(0)
     model, make_input, loss_fn = small_model("gpt")
     model = model.to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    x = make_input().to(device)
-
-    def step() -> None:
-        opt.zero_grad()
-        loss_fn(model(x), x).backward()
-        opt.step()
-
-    return step
+    return train_step(model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), make_input().to(device),
+                      loss_fn)
 
 
 def child(what: str, quick: bool) -> dict[str, float]:

@@ -218,6 +218,17 @@ REAL_MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], torch.Tensor]
 }
 
 
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
+               loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[[], None]:
+    """One training step of `model` on the input `x` as a closure: forward, loss, backward, step."""
+    def step() -> None:
+        opt.zero_grad()
+        loss_fn(model(x), x).backward()
+        opt.step()
+
+    return step
+
+
 def real_model_step_maker(name: str) -> Callable[[str], Callable[[], object]]:
     """A maker of `name`'s train step (forward, loss, backward, AdamW step) on a device; the
     channels_last model keeps its weights and inputs channels_last."""
@@ -229,15 +240,7 @@ def real_model_step_maker(name: str) -> Callable[[str], Callable[[], object]]:
         if name.endswith("_cl"):
             model = model.to(memory_format=torch.channels_last)
         model = model.to(device).train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        x = make_input().to(device)
-
-        def step() -> None:
-            opt.zero_grad()
-            loss_fn(model(x), x).backward()
-            opt.step()
-
-        return step
+        return train_step(model, torch.optim.AdamW(model.parameters(), lr=1e-3), make_input().to(device), loss_fn)
 
     return make
 

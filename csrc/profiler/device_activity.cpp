@@ -122,7 +122,10 @@ DeviceSpan::DeviceSpan(ActivityKind kind, std::string name, const DevxStream& st
   if (recording()) begin(kind, std::move(name), stream, bytes);
 }
 
-void DeviceSpan::begin(ActivityKind kind, std::string name, const DevxStream& stream, size_t bytes) {
+namespace {
+
+// An activity on `stream`, launched by this thread inside its current correlation.
+Pending pending_on(ActivityKind kind, std::string name, const DevxStream& stream, size_t bytes) {
   Pending p{};
   p.kind = kind;
   p.name = std::move(name);
@@ -132,6 +135,13 @@ void DeviceSpan::begin(ActivityKind kind, std::string name, const DevxStream& st
   p.bytes = bytes;
   p.thread = system_thread_id();
   p.handle = stream.handle();
+  return p;
+}
+
+}  // namespace
+
+void DeviceSpan::begin(ActivityKind kind, std::string name, const DevxStream& stream, size_t bytes) {
+  Pending p = pending_on(kind, std::move(name), stream, bytes);
   p.launch_start_ns = unix_now_ns();
   p.start = timed_event_on(p.device, p.handle);
   p.launch_end_ns = unix_now_ns();
@@ -163,15 +173,7 @@ void DeviceSpan::finish() {
 HostSpan begin_host_span(ActivityKind kind, std::string name, const DevxStream& stream, size_t bytes) {
   HostSpan span;
   if (!recording()) return span;
-  Pending p{};
-  p.kind = kind;
-  p.name = std::move(name);
-  p.device = stream.device_index();
-  p.stream = stream.id();
-  p.correlation = t_correlation.empty() ? 0 : t_correlation.back();
-  p.bytes = bytes;
-  p.thread = system_thread_id();
-  p.handle = stream.handle();
+  Pending p = pending_on(kind, std::move(name), stream, bytes);
   p.host_timed = true;
   p.start_ns = p.launch_start_ns = p.launch_end_ns = unix_now_ns();
   std::lock_guard<std::mutex> lock(g_mutex);
