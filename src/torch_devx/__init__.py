@@ -2,11 +2,11 @@
 
 `import torch_devx` loads the runtime and the vendor chosen by DEVX_VENDOR, names the
 PrivateUse1 backend `devx`, registers `torch.devx`, and (unless DEVX_MOCK_CUDA=0) lets
-unchanged CUDA scripts run on devx.
+unchanged CUDA scripts run on devx. Every change this makes to the process outside the package
+is recorded (`effects()`); `uninstall()` undoes all that can be undone.
 """
 from __future__ import annotations
 
-import atexit
 import os
 import sys
 
@@ -27,7 +27,7 @@ def _check_torch_version() -> None:
 
 _check_torch_version()
 
-from . import _C, _frames, _logging, _vendors  # noqa: E402
+from . import _C, _effects, _frames, _logging, _vendors  # noqa: E402
 
 _logging.install()
 _C._set_library_dirs(list(_frames.LIBRARY_DIRS))
@@ -58,6 +58,22 @@ from . import _compute_allocator  # noqa: E402
 _compute_allocator.install()
 
 torch.utils.rename_privateuse1_backend("devx")
+# The device itself stays: PyTorch can name PrivateUse1 once and cannot unregister a loaded library's
+# kernels, and devx tensors may still exist after uninstall().
+_DEVICE = "the devx device"
+_effects.permanent(_DEVICE, "PrivateUse1 named 'devx'", "torch names the PrivateUse1 backend once per process")
+_effects.permanent(_DEVICE, "the dispatcher: devx's kernels, hooks, device guard and allocator",
+                   "the dispatcher cannot unregister what a loaded library registered")
+_effects.permanent(_DEVICE, "aten Meta kernels of convolution_overrideable and convolution_backward_overrideable",
+                   "registered by the loaded library; only PrivateUse1 backends reach these ops")
+_effects.permanent(_DEVICE, "aten Conjugate and Negative fallthroughs of _copy_from and _copy_from_and_resize",
+                   "registered by the loaded library; only copies between devices reach these ops")
+_effects.permanent(_DEVICE, "atexit (C++): a flag that stops routing allocations while the process exits",
+                   "a C++ atexit callback cannot be unregistered; it only sets a flag of devx's")
+if _C._compute_device_type() == 0:
+    _effects.permanent(_DEVICE, "the CPU allocator: a router in front of the original (priority 255)",
+                       "devx's kernels computing on the CPU allocate their results through it; it hands "
+                       "every other allocation to the original allocator unchanged")
 
 from . import _environ, device_module  # noqa: E402  (needs the renamed backend)
 
@@ -67,6 +83,9 @@ sys.modules["torch.devx.amp"] = device_module.amp
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
+_effects.permanent(_DEVICE, "torch.devx (with torch.devx.memory and torch.devx.amp) and the generated "
+                   "Tensor/Module/PackedSequence/TypedStorage methods (.devx(), .is_devx)",
+                   "the device's Python API; torch registers a device module once")
 _environ.watch()
 
 from . import _autograd_exit, _import_hooks, _inductor_backend, _rng_prims, cuda_mock, diagnostics, distributed  # noqa: E402
@@ -82,9 +101,9 @@ _import_hooks.after_import("torch._dynamo.backends.registry", _inductor_backend.
 _C._validate_settings()
 diagnostics.check_force_fallback_patterns()
 _environ.add_python_listener("DIPU_FORCE_FALLBACK_OPS_LIST", diagnostics._force_fallback_changed)
-atexit.register(diagnostics._report_autocompare_at_exit)
-atexit.register(diagnostics._report_leaks_at_exit)
-atexit.register(diagnostics._report_syncs_at_exit)
+for _report in (diagnostics._report_autocompare_at_exit, diagnostics._report_leaks_at_exit,
+                diagnostics._report_syncs_at_exit):
+    _effects.at_exit("diagnostics", _report)
 
 # DIPU_MOCK_CUDA is DIPU's name for the same switch; DEVX_MOCK_CUDA wins where both are set.
 if _environ.flag("DEVX_MOCK_CUDA", synonym="DIPU_MOCK_CUDA"):
@@ -92,4 +111,19 @@ if _environ.flag("DEVX_MOCK_CUDA", synonym="DIPU_MOCK_CUDA"):
 
 vendor: str = _C._vendor_name()
 
-__all__ = ["cuda_mock", "device_module", "diagnostics", "distributed", "vendor"]
+
+def effects() -> list[tuple[str, str, bool, str]]:
+    """What torch_devx has changed in this process outside its own package: (group, what,
+    undoable, why it is not) for each change, the undoable ones first."""
+    return _effects.effects()
+
+
+def uninstall() -> None:
+    """Undoes every change of `effects()` that can be undone, newest first: CUDA mocking, the
+    environment watch, the logging handler, torch.compile's default backend and rng kernels, the
+    import hooks and the exit reports. The devx device stays usable (its permanent entries say
+    why). Calling it again does nothing."""
+    _effects.undo_group()
+
+
+__all__ = ["cuda_mock", "device_module", "diagnostics", "distributed", "effects", "uninstall", "vendor"]

@@ -90,6 +90,18 @@ def settings() -> None:
         print(f"{name:<{width}}  {value or '(empty)':<16} {source:<11}  {help_text}")
 
 
+def effects() -> None:
+    import torch._dynamo  # noqa: F401  (what devx registers with as dynamo is imported is listed too)
+    import torch_devx
+
+    rows = torch_devx.effects()
+    for undoable, heading in ((True, "undone by torch_devx.uninstall()"), (False, "permanent")):
+        print(f"{heading}:")
+        for group, what, can_undo, why in rows:
+            if can_undo == undoable:
+                print(f"  [{group}] {what}" + (f"\n      why: {why}" if why else ""))
+
+
 def dump(args: argparse.Namespace) -> int:
     import torch_devx  # noqa: F401  (devx exists before the script runs)
     from torch_devx.tools import Dumper
@@ -194,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     cov.add_argument("--all", action="store_true", help="list every op, not only those that fall back")
     sub.add_parser("settings", help="every setting of torch_devx: its value, where it came from (default, "
                                     "environment) and what it does")
+    sub.add_parser("effects", help="what `import torch_devx` changes in the process outside the package, "
+                                   "and which of those torch_devx.uninstall() undoes")
 
     dmp = sub.add_parser("dump", help="run a script, dumping every API call's inputs and outputs",
                          description="Run SCRIPT as __main__ with every API call's inputs and outputs recorded "
@@ -305,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "settings":
         settings()
+        return 0
+    if args.command == "effects":
+        effects()
         return 0
     command = {"dump": dump, "compare": compare, "parse": parse, "divergence": divergence,
                "vendor-test": vendor_test, "pytorch-tests": pytorch_tests}[args.command]

@@ -20,9 +20,12 @@ import os
 
 import torch
 
+from . import _effects
+
 # The switches whose reports would show the drain's ops and vendor calls.
-_REPORTING_SWITCHES = ("DIPU_DUMP_OP_ARGS", "DIPU_AUTOCOMPARE", "DIPU_AUTOCOMPARE_OPS_LIST", "DIPU_AUTOCOMPARE_RAISE",
-                       "DIPU_FORCE_FALLBACK_OPS_LIST", "DEVX_TRACE_RUNTIME")
+# Each switch and its "off" value.
+_REPORTING_SWITCHES = {"DIPU_DUMP_OP_ARGS": "0", "DIPU_AUTOCOMPARE": "0", "DIPU_AUTOCOMPARE_OPS_LIST": "",
+                       "DIPU_AUTOCOMPARE_RAISE": "0", "DIPU_FORCE_FALLBACK_OPS_LIST": "", "DEVX_TRACE_RUNTIME": ""}
 
 
 def _engine_has_device_threads() -> bool:
@@ -48,10 +51,11 @@ def _devices_used() -> list[int]:
 
 
 def _silence_diagnostics() -> None:
-    from . import diagnostics
+    from . import _environ, diagnostics
 
-    for name in _REPORTING_SWITCHES:
-        os.environ.pop(name, None)
+    # Through the API: the environment may no longer be watched (uninstall()).
+    for name, off in _REPORTING_SWITCHES.items():
+        _environ.set_value(name, off)
     diagnostics.set_op_hook(None)
     diagnostics.set_runtime_hook(None)
     for op in diagnostics.overridden_kernels():
@@ -77,3 +81,6 @@ def _drain_device_threads() -> None:
 
 def install() -> None:
     atexit.register(_drain_device_threads)
+    _effects.permanent("the devx device", f"atexit: {__name__}._drain_device_threads",
+                       "devx stays usable after uninstall(), and a devx backward as a script's last statement "
+                       "would then abort the interpreter at exit; it does nothing where no devx backward ran")

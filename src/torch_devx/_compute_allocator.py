@@ -21,7 +21,7 @@ import warnings
 
 import torch
 
-from . import _C
+from . import _C, _effects
 
 # c10::DeviceType::CUDA
 _CUDA = 1
@@ -44,6 +44,11 @@ def install() -> bool:
             stacklevel=2,
         )
         return False
+    _effects.permanent("allocator", "CUDA's allocator: devx's caching allocator (CUDAPluggableAllocator)",
+                       "torch allows one change of CUDA's allocator, before its first allocation")
     _C._route_compute_allocations()
-    os.environ.setdefault("TORCH_NCCL_AVOID_RECORD_STREAMS", "1")
+    if "TORCH_NCCL_AVOID_RECORD_STREAMS" not in os.environ:
+        _effects.apply("allocator", "environment: TORCH_NCCL_AVOID_RECORD_STREAMS=1",
+                       lambda: os.environ.__setitem__("TORCH_NCCL_AVOID_RECORD_STREAMS", "1"),
+                       lambda: os.environ.pop("TORCH_NCCL_AVOID_RECORD_STREAMS", None))
     return True

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional
 
-from . import _C
+from . import _C, _effects
 
-# Python-side checks run after the backend took a new value (warnings rather than errors).
-_PYTHON_LISTENERS: dict[str, Callable[[], None]] = {}
+# Python-side listeners run after the backend took a new value.
+_PYTHON_LISTENERS: dict[str, list[Callable[[], None]]] = {}
 
 _original_putenv = os.putenv
 _original_unsetenv = os.unsetenv
@@ -47,26 +47,28 @@ def _unsetenv(key: Any) -> None:
     _changed(_name(key))
 
 
-def _changed(name: str) -> None:
-    _C._env_changed(name)
-    listener = _PYTHON_LISTENERS.get(name)
-    if listener is not None:
+def _run_python_listeners(name: str) -> None:
+    for listener in list(_PYTHON_LISTENERS.get(name, ())):
         listener()
 
 
+def _changed(name: str) -> None:
+    _C._env_changed(name)
+    _run_python_listeners(name)
+
+
 def watch() -> None:
-    """Start reporting environment writes to the backend (at import; undone by `unwatch`)."""
-    os.putenv = _putenv
-    os.unsetenv = _unsetenv
-
-
-def unwatch() -> None:
-    os.putenv = _original_putenv
-    os.unsetenv = _original_unsetenv
+    """Start reporting environment writes to the backend (at import; undone by uninstall())."""
+    _effects.replace("settings", os, "putenv", _putenv)
+    _effects.replace("settings", os, "unsetenv", _unsetenv)
 
 
 def add_python_listener(name: str, listener: Callable[[], None]) -> None:
-    _PYTHON_LISTENERS[name] = listener
+    _PYTHON_LISTENERS.setdefault(name, []).append(listener)
+
+
+def remove_python_listener(name: str, listener: Callable[[], None]) -> None:
+    _PYTHON_LISTENERS.get(name, []).remove(listener)
 
 
 def entries() -> list[tuple[str, str, str, str]]:
@@ -92,6 +94,4 @@ def flag(name: str, synonym: Optional[str] = None) -> bool:
 def set_value(name: str, text: Optional[str]) -> None:
     """Set a setting for this process only (None: back to the environment or the default)."""
     _C._set_setting(name, text)
-    listener = _PYTHON_LISTENERS.get(name)
-    if listener is not None:
-        listener()
+    _run_python_listeners(name)

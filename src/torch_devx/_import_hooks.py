@@ -4,7 +4,8 @@ devx must be registered with parts of PyTorch that are costly to import (torch._
 seconds) before they are used, and PyTorch has no hook for it. A finder at the front of
 sys.meta_path notices the import of a watched module, lets the usual finder and loader do the
 work, and runs the module's callbacks once its code has run. The finder leaves sys.meta_path when
-nothing is left to watch; until then it costs one dict lookup per import.
+nothing is left to watch; until then it costs one dict lookup per import. Undoing it (uninstall())
+drops the callbacks not yet run.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import importlib.machinery
 import sys
 from types import ModuleType
 from typing import Callable, Optional, Sequence
+
+from . import _effects
 
 _Callback = Callable[[ModuleType], None]
 _pending: dict[str, list[_Callback]] = {}
@@ -26,7 +29,14 @@ def after_import(name: str, callback: _Callback) -> None:
         return
     _pending.setdefault(name, []).append(callback)
     if _finder not in sys.meta_path:
-        sys.meta_path.insert(0, _finder)
+        _effects.apply("import hooks", "sys.meta_path: a finder that registers devx with modules as they are imported",
+                       lambda: sys.meta_path.insert(0, _finder), _stop_watching)
+
+
+def _stop_watching() -> None:
+    _pending.clear()
+    if _finder in sys.meta_path:
+        sys.meta_path.remove(_finder)
 
 
 class _Finder(importlib.abc.MetaPathFinder):

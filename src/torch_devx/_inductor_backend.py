@@ -20,7 +20,7 @@ from typing import Any, Optional
 import torch
 import torch.utils._pytree as pytree
 
-from . import _C
+from . import _C, _effects
 from ._real_device import is_devx
 
 _CODEGEN_NAMES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
@@ -83,7 +83,14 @@ def install_default_backend(_registry: ModuleType) -> None:
     if _C._compute_device_type() == _CUDA or not hasattr(torch.compiler, "set_default_backend"):
         return
     if torch.compiler.get_default_backend() == "inductor":
-        torch.compiler.set_default_backend(devx_default_backend)
+        _effects.apply("torch.compile", "torch.compiler's default backend: devx_default_backend (aot_eager for devx graphs)",
+                       lambda: torch.compiler.set_default_backend(devx_default_backend), _give_inductor_back)
+
+
+def _give_inductor_back() -> None:
+    """Only where the default is still ours: a default the user chose since stays."""
+    if torch.compiler.get_default_backend() is devx_default_backend:
+        torch.compiler.set_default_backend(None)
 
 
 def devx_default_backend(gm: torch.fx.GraphModule, example_inputs: list, mode: Optional[str] = None,
@@ -225,3 +232,5 @@ def register_device_interface(device_interface: ModuleType) -> None:
     device_interface.register_interface_for_device("devx", DevxInterface)
     for index in range(devx.device_count()):
         device_interface.register_interface_for_device(f"devx:{index}", DevxInterface)
+    _effects.permanent("the devx device", "torch._dynamo: the devx device interface",
+                       "dynamo has no way to unregister a device interface; only devx graphs use it")

@@ -15,11 +15,16 @@ runs to learn the outputs' shapes) consults the same table and is wrapped the sa
 """
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 from typing import Any, Callable
 
 import torch
 from torch._C import DispatchKey
+
+from . import _effects
+
+_GROUP = "torch.compile"
 
 
 def _device_of(args: tuple, kwargs: dict) -> torch.device:
@@ -65,11 +70,19 @@ def register(rng_prims: ModuleType) -> None:
                                          (rng_prims.run_with_rng_state, _run_with_rng_state, 1)):
         operator.py_impl(DispatchKey.PrivateUse1)(kernel)
         original = operator.py_kernels[DispatchKey.BackendSelect]
-        operator.py_kernels[DispatchKey.BackendSelect] = _select_devx(rng_prims, original, kernel, state_args)
-        operator._dispatch_cache.clear()
-    # run_with_rng_state's fake implementation runs the op alone, whatever the device. PyTorch
-    # releases without this registry of fake implementations have no such kernel to wrap.
+        _effects.apply(_GROUP, f"{operator.name()}: the BackendSelect kernel sends devx work to devx's kernel",
+                       functools.partial(_set_kernel, operator, _select_devx(rng_prims, original, kernel, state_args)),
+                       functools.partial(_set_kernel, operator, original))
     fake_kernels = getattr(torch._higher_order_ops.utils, "registered_hop_fake_fns", {})
     save = rng_prims.run_and_save_rng_state
     if save in fake_kernels:
-        fake_kernels[save] = _select_devx(rng_prims, fake_kernels[save], _run_and_save_rng_state, 0)
+        original = fake_kernels[save]
+        _effects.apply(_GROUP, f"{save.name()}: the fake-tensor kernel sends devx work to devx's kernel",
+                       functools.partial(fake_kernels.__setitem__, save,
+                                         _select_devx(rng_prims, original, _run_and_save_rng_state, 0)),
+                       functools.partial(fake_kernels.__setitem__, save, original))
+
+
+def _set_kernel(operator: Any, kernel: Callable) -> None:
+    operator.py_kernels[DispatchKey.BackendSelect] = kernel
+    operator._dispatch_cache.clear()

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._device import _device_constructors
 
-from . import _C, _cuda_c_api, _environ, device_module, legacy_types, nvtx
+from . import _C, _cuda_c_api, _effects, _environ, device_module, legacy_types, nvtx
 from ._real_device import is_devx, real_device
 
 logger = logging.getLogger(__name__)
@@ -57,9 +57,8 @@ _CUDA_MEMORY_FUNCS = ("_record_memory_history", "_snapshot", "_dump_snapshot", "
 # mocking they open and close profiler ranges instead. Where NVTX exists they are left to it.
 _NVTX_FUNCS = ("range_push", "range_pop", "range_start", "range_end", "mark", "range")
 
-_saved: list[tuple[Any, str, Any]] = []
+_GROUP = "cuda_mock"
 _factories_wrapped = False
-_INHERITED = object()  # marks an attribute the owner did not define itself
 
 
 def map_device(device: Any) -> Any:
@@ -279,8 +278,7 @@ def _patch(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
     key = (id(owner), name)
     if key not in _wrappers:
         _wrappers[key] = make(getattr(owner, name))
-    _saved.append((owner, name, owner.__dict__.get(name, _INHERITED)))
-    setattr(owner, name, _wrappers[key])
+    _effects.replace(_GROUP, owner, name, _wrappers[key])
 
 
 def _has_nvtx() -> bool:
@@ -289,13 +287,14 @@ def _has_nvtx() -> bool:
 
 
 def enable() -> None:
-    if _saved:
+    if enabled():
         return
     # Below Python where torch has no CUDA of its own (cuda_alias.h): factories and new_* stay
     # torch's builtins. Where it has (a CUDA build), "cuda" is a real device, and only wrappers
     # can redirect it.
     global _factories_wrapped
-    _factories_wrapped = not _C._install_cuda_alias()
+    _factories_wrapped = not _effects.apply(_GROUP, "ATen's CUDA dispatch key: a fallback that reruns on devx",
+                                            _C._install_cuda_alias, _C._uninstall_cuda_alias)
     if _factories_wrapped:
         # torch.set_default_device's mode recognises factories by identity, from a set it builds
         # on first use: build it now, from the real functions, before they are wrapped.
@@ -328,8 +327,7 @@ def enable() -> None:
     for name, cls in legacy_types.TYPES.items():
         _patch(torch.cuda, name, lambda original, cls=cls: cls)
     for name, binding in _cuda_c_api.BINDINGS.items():
-        _saved.append((torch._C, name, torch._C.__dict__.get(name, _INHERITED)))
-        setattr(torch._C, name, binding)
+        _effects.replace(_GROUP, torch._C, name, binding)
     _patch(torch.nn.Module, "to", _to)
     for name in _CUDA_FUNCS:
         _patch(torch.cuda, name, lambda original, name=name: getattr(device_module, name))
@@ -345,17 +343,11 @@ def enable() -> None:
 
 
 def disable() -> None:
-    _C._uninstall_cuda_alias()
-    while _saved:
-        owner, name, original = _saved.pop()
-        if original is _INHERITED:
-            delattr(owner, name)
-        else:
-            setattr(owner, name, original)
+    _effects.undo_group(_GROUP)
 
 
 def enabled() -> bool:
-    return bool(_saved)
+    return _effects.active(_GROUP)
 
 
 def reports_devx_as_cuda() -> bool:

@@ -25,7 +25,7 @@ from typing import Any, Optional
 import torch
 import torch.distributed as dist
 
-from . import _C, _environ
+from . import _C, _effects, _environ
 
 BACKEND = "devx"
 
@@ -74,6 +74,8 @@ def _create(store: Any, rank: int, size: int, timeout: datetime.timedelta) -> An
         # A group that is never destroyed may still be settling a call on a thread of its own
         # (csrc/distributed/call_ledger.cpp): it must end before the interpreter does.
         atexit.register(_C._wait_for_settle_threads)
+        _effects.permanent("the devx device", "atexit: torch_devx._C._wait_for_settle_threads",
+                           "a devx process group may outlive uninstall(); its threads must end before the interpreter")
         _exit_wait_registered = True
     engine, host_engine, name = _engines(store, rank, size, timeout)
     _logger.info("rank %d/%d: devx process group over %s (call check %s)", rank, size, name,
@@ -88,6 +90,8 @@ def register() -> None:
     _C._bind_distributed()
     if BACKEND.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND, _create, devices=["devx", "cpu"])
+        _effects.permanent("the devx device", "torch.distributed: the 'devx' backend (devx and CPU tensors)",
+                           "torch.distributed has no way to unregister a backend; only groups asking for it use it")
 
 
 def _devx_backend(group: Optional[dist.ProcessGroup]) -> Any:
