@@ -92,3 +92,19 @@ def test_coverage_bars(checks):
         f"{s['forward_correct_pct']:.1f}% forward correct (bar {FORWARD_BAR}%); failed:\n{failed}")
     assert s["backward_correct_pct"] >= BACKWARD_BAR, (
         f"{s['backward_correct_pct']:.1f}% backward correct (bar {BACKWARD_BAR}%); failed:\n{failed}")
+
+
+def test_check_detects_other_strides(checks):
+    import torch
+
+    # Equal values, laid out column-major on devx only: the layout check must name the strides.
+    def transposed_on_devx(x, *args, **kwargs):
+        result = torch.mm(x, *args, **kwargs)
+        if x.device.type == "devx" and result.dim() >= 2 and min(result.shape[-2:]) > 1:
+            result = result.transpose(-1, -2).contiguous().transpose(-1, -2)
+        return result
+
+    wrong = copy.copy(BY_NAME["mm"])
+    wrong.op = transposed_on_devx
+    res = oc.check_op(wrong, limit_samples=2)
+    assert not res.ok and any("strides" in e and "the CPU's" in e for e in res.errors), res.errors

@@ -89,10 +89,13 @@ Plan make_plan(const c10::OperatorHandle& op) {
   if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output)) return plan;
   // Ops whose meta kernel promises other shapes than the CPU kernel makes (native_batch_norm's
   // saved statistics are empty on the CPU outside training, not on meta; embedding_bag's
-  // auxiliary results; layer_norm's statistics of half inputs are float on the CPU).
+  // auxiliary results; layer_norm's statistics of half inputs are float on the CPU), or other
+  // strides (the CPU's LAPACK kernels give linalg_eig's eigenvectors and _linalg_svd's Vh
+  // column-major, their meta kernels row-major).
   static const char* const kMetaDisagrees[] = {
       "aten::native_batch_norm", "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit_no_training",
-      "aten::_embedding_bag", "aten::_embedding_bag_forward_only", "aten::native_layer_norm"};
+      "aten::_embedding_bag", "aten::_embedding_bag_forward_only", "aten::native_layer_norm",
+      "aten::linalg_eig", "aten::_linalg_svd"};
   for (const char* name : kMetaDisagrees) {
     if (op.operator_name().name == name) return plan;
   }

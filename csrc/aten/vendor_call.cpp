@@ -536,8 +536,18 @@ DevxStatus VendorCall::resize_output(DevxTensor* out, int32_t ndim, const int64_
   while (i < descs_.size() && &descs_[i] != out) ++i;
   if (i == descs_.size() || ndim < 0 || (ndim > 0 && !sizes)) return DEVX_ERROR_INVALID;
   const at::Tensor& t = *tensors_[i];
+  // nonzero's result is column-major on the CPU and CUDA (their kernels fill an (ndim, N) tensor
+  // and return its transpose, into an out= tensor that is not already of the result's size too);
+  // so is the result a kernel sizes here, which writes through the strides it is given.
+  static const int nonzero = kernel_index("nonzero.out");
+  const c10::IntArrayRef requested(sizes, static_cast<size_t>(ndim));
   try {
-    t.resize_(c10::IntArrayRef(sizes, static_cast<size_t>(ndim)));
+    if (kernel_ == nonzero && ndim == 2 && t.sizes() != requested) {
+      t.resize_({sizes[1], sizes[0]});
+      t.t_();
+    } else {
+      t.resize_(requested);
+    }
   } catch (const c10::OutOfMemoryError&) {
     return DEVX_ERROR_OOM;
   }

@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
 import torch
+import torch._prims_common
 import torch_devx
 from torch_devx import cuda_mock, diagnostics
 from torch.utils._python_dispatch import TorchDispatchMode as TorchDispatchModeBase
@@ -261,6 +262,21 @@ def _check_devices(got: Any, want: Any, where: str = "output") -> None:
                 _check_devices(got[k], want[k], f"{where}[{k!r}]")
 
 
+def _check_layout(got: Any, want: Any, where: str) -> None:
+    """A devx result laid out as the CPU's: the same strides in every dimension longer than one
+    (the others carry no meaning) and the same storage offset. Asynchronous mode allocates results
+    before their kernels run, from meta functions, which must then agree with the kernels."""
+    for path, g, w in _pairs(got, want, where):
+        if g.layout != torch.strided or w.layout != torch.strided or w.numel() == 0 or g.shape != w.shape:
+            continue
+        same, dim = torch._prims_common.check_significant_strides(g, w, only_cuda=False)
+        if not same:
+            raise AssertionError(f"{path}: strides {g.stride()}, the CPU's {w.stride()} (dimension {dim}; "
+                                 f"sizes {tuple(w.shape)})")
+        if g.storage_offset() != w.storage_offset():
+            raise AssertionError(f"{path}: storage offset {g.storage_offset()}, the CPU's {w.storage_offset()}")
+
+
 def _compare_meta(got: Any, want: Any, where: str = "output") -> None:
     if isinstance(want, torch.Tensor):
         if not isinstance(got, torch.Tensor):
@@ -419,6 +435,7 @@ def compare(got: Any, want: Any, tol: dict[str, float], meta_only: bool = False,
     large terms); a wrong kernel moves results far outside that spread."""
     if on_devx:
         _check_devices(got, want, where)
+        _check_layout(got, want, where)
     got, want = _to_cpu(got), _to_cpu(want)
     if meta_only:
         _compare_meta(got, want, where)
