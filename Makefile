@@ -13,7 +13,7 @@ ifneq ($(file < $(DEPS)),$(DEPS_SPEC))
 .PHONY: $(DEPS)
 endif
 
-.PHONY: all build demo test bench profile clean
+.PHONY: all build demo test tsan bench profile clean
 
 all: build
 
@@ -42,6 +42,10 @@ demo: build
 test: build
 	$(PY) scripts/test_passes.py
 
+# The threaded tests under ThreadSanitizer, against a build of their own (build-tsan/).
+tsan: build
+	$(PY) scripts/tsan.py
+
 bench: build
 	$(PY) bench/bench.py
 
@@ -49,4 +53,4 @@ profile: build
 	$(PY) examples/profile_resnet.py
 
 clean:
-	rm -rf build $(VENV) src/torch_devx/*.so src/torch_devx/include *.egg-info src/*.egg-info
+	rm -rf build build-tsan $(VENV) src/torch_devx/*.so src/torch_devx/include *.egg-info src/*.egg-info

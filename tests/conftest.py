@@ -37,6 +37,8 @@ from typing import Any, Iterable, Optional
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Where children import torch_devx from: the source tree, or another build of it (`make tsan`'s).
+PACKAGE_ROOT = Path(os.environ.get("TORCH_DEVX_PACKAGE_ROOT", REPO / "src"))
 
 # The suite rehearses a vendor whose kernel library lacks these ops (cpu_sim can run every CPU
 # kernel, so without this nothing would reach the CPU fallback on its own): they must take the
@@ -55,7 +57,7 @@ def child_env(**overrides: Optional[str]) -> dict[str, str]:
         for k, v in os.environ.items()
         if not (k.startswith("DEVX_") or k.startswith("DIPU_"))
     }
-    env["PYTHONPATH"] = str(REPO / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(PACKAGE_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["DEVX_VENDOR"] = "cpu_sim"
     # Keep the children light on a 2-core machine.
     env.setdefault("OMP_NUM_THREADS", "1")
