@@ -1,0 +1,209 @@
+"""Sparse (COO, CSR) and nested tensors on devx: created, computed on and differentiated as on the
+CPU, bit-exact (cpu_sim runs the CPU's sparse and nested kernels on devx memory). The suite runs
+this file with synchronous and with asynchronous streams (DEVX_SIM_ASYNC=1)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch_devx  # noqa: F401
+from torch_devx import diagnostics
+
+DEVICES = ["devx", "cuda"]  # "cuda": CUDA mocking on
+
+
+def coo_example():
+    i = torch.tensor([[0, 1, 1, 2, 0], [2, 0, 2, 1, 2]])
+    v = torch.tensor([3.0, 4.0, 5.0, -1.5, 2.0])
+    return i, v, (3, 4)
+
+
+def assert_same_sparse(devx_t, cpu_t):
+    assert devx_t.is_sparse and devx_t.device.type == "devx"
+    back = devx_t.cpu()
+    assert back.is_sparse and back.is_coalesced() == cpu_t.is_coalesced()
+    assert torch.equal(back._indices(), cpu_t._indices())
+    assert torch.equal(back._values(), cpu_t._values())
+    assert back.shape == cpu_t.shape
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_coo_creation_and_members(device):
+    i, v, size = coo_example()
+    cpu = torch.sparse_coo_tensor(i, v, size)
+    s = torch.sparse_coo_tensor(i.to(device), v.to(device), size, device=device)
+    assert s.layout == torch.sparse_coo and s.device.type == "devx"
+    assert not s.is_coalesced() and s._nnz() == 5 and s.sparse_dim() == 2 and s.dense_dim() == 0
+    assert s._indices().device.type == "devx" and s._values().device.type == "devx"
+    assert_same_sparse(s, cpu)
+    c = s.coalesce()
+    assert c.is_coalesced()
+    assert_same_sparse(c, cpu.coalesce())
+    assert torch.equal(c.indices().cpu(), cpu.coalesce().indices())
+    assert torch.equal(c.values().cpu(), cpu.coalesce().values())
+    # An already coalesced tensor is returned as it is, as on the CPU.
+    assert c.coalesce() is c
+    assert torch.equal(s.to_dense().cpu(), cpu.to_dense())
+
+
+def test_sparse_moves_between_cpu_and_devx():
+    i, v, size = coo_example()
+    cpu = torch.sparse_coo_tensor(i, v, size).coalesce()
+    d = cpu.to("devx")
+    assert_same_sparse(d, cpu)
+    assert torch.equal(d.cpu().to_dense(), cpu.to_dense())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dense_to_sparse_and_back(device):
+    torch.manual_seed(0)
+    x = torch.randn(5, 6) * (torch.rand(5, 6) > 0.6)
+    d = x.to(device)
+    assert_same_sparse(d.to_sparse(), x.to_sparse())
+    assert_same_sparse(d.to_sparse(1), x.to_sparse(1))
+    assert torch.equal(d.to_sparse().to_dense().cpu(), x)
+
+
+def test_sparse_arithmetic_matches_the_cpu():
+    torch.manual_seed(1)
+    a = torch.randn(6, 5) * (torch.rand(6, 5) > 0.5)
+    b = torch.randn(6, 5) * (torch.rand(6, 5) > 0.5)
+    dense = torch.randn(5, 3)
+    sa, sb = a.to_sparse(), b.to_sparse()
+    da, db = sa.to("devx"), sb.to("devx")
+    assert_same_sparse(da + db, sa + sb)
+    assert_same_sparse(da * 2.5, sa * 2.5)
+    assert torch.equal(torch.sparse.mm(da, dense.to("devx")).cpu(), torch.sparse.mm(sa, dense))
+    assert torch.equal(torch.mm(da, dense.to("devx")).cpu(), torch.mm(sa, dense))
+    assert torch.equal(torch.sparse.sum(da).cpu(), torch.sparse.sum(sa))
+    assert torch.equal((a.to("devx") + db).cpu(), a + sb)
+    # In place on a dense tensor with a sparse operand (what optimizers do with sparse gradients).
+    x_cpu, x_devx = a.clone(), a.to("devx")
+    x_cpu.add_(sb, alpha=-0.1)
+    x_devx.add_(db, alpha=-0.1)
+    assert torch.equal(x_devx.cpu(), x_cpu)
+    # In place on a sparse tensor: its members are replaced.
+    acc_cpu, acc_devx = sa.clone(), da.clone()
+    acc_cpu.add_(sb)
+    acc_devx.add_(db)
+    assert_same_sparse(acc_devx, acc_cpu)
+    z = da.clone().zero_()
+    assert z._nnz() == 0 and z.device.type == "devx"
+
+
+def test_sparse_and_devices_mixed_is_an_error():
+    i, v, size = coo_example()
+    with pytest.raises(RuntimeError, match="device"):
+        torch.sparse_coo_tensor(i, v.to("devx"), size)
+    s = torch.sparse_coo_tensor(i, v, size).to("devx")
+    with pytest.raises(RuntimeError, match="device"):
+        s + torch.sparse_coo_tensor(i, v, size)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_embedding_forward_backward(device):
+    torch.manual_seed(0)
+    cpu = nn.Embedding(10, 4, sparse=True)
+    dev = copy.deepcopy(cpu).to(device)
+    idx = torch.tensor([[1, 2, 4, 5], [4, 3, 2, 9]])
+    out_cpu, out_dev = cpu(idx), dev(idx.to(device))
+    assert torch.equal(out_dev.cpu(), out_cpu)
+    grad = torch.randn_like(out_cpu)
+    out_cpu.backward(grad)
+    out_dev.backward(grad.to(device))
+    g = dev.weight.grad
+    assert g.is_sparse and g.device.type == "devx"
+    assert torch.equal(g.cpu().to_dense(), cpu.weight.grad.to_dense())
+    # A second backward adds sparse gradients.
+    cpu(idx).sum().backward()
+    dev(idx.to(device)).sum().backward()
+    assert torch.equal(dev.weight.grad.cpu().to_dense(), cpu.weight.grad.to_dense())
+
+
+@pytest.mark.parametrize("optimizer", ["SparseAdam", "SGD"])
+def test_sparse_embedding_bag_trains_as_on_the_cpu(optimizer):
+    torch.manual_seed(0)
+    cpu = nn.EmbeddingBag(20, 6, mode="sum", sparse=True)
+    dev = copy.deepcopy(cpu).cuda()
+    make = {"SparseAdam": lambda p: torch.optim.SparseAdam(p, lr=0.01),
+            "SGD": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)}[optimizer]
+    opt_cpu, opt_dev = make(list(cpu.parameters())), make(list(dev.parameters()))
+    for step in range(3):
+        idx = torch.randint(0, 20, (12,))
+        offsets = torch.tensor([0, 3, 7])
+        target = torch.randn(3, 6)
+        for model, opt, dv in ((cpu, opt_cpu, "cpu"), (dev, opt_dev, "cuda")):
+            opt.zero_grad()
+            loss = ((model(idx.to(dv), offsets.to(dv)) - target.to(dv)) ** 2).sum()
+            loss.backward()
+            opt.step()
+        assert torch.equal(dev.weight.detach().cpu(), cpu.weight.detach()), f"step {step}"
+
+
+def test_sparse_csr_creation_and_to_dense():
+    torch.manual_seed(2)
+    x = torch.randn(4, 5) * (torch.rand(4, 5) > 0.5)
+    csr_cpu = x.to_sparse_csr()
+    csr = x.to("devx").to_sparse_csr()
+    assert csr.layout == torch.sparse_csr and csr.device.type == "devx"
+    assert torch.equal(csr.crow_indices().cpu(), csr_cpu.crow_indices())
+    assert torch.equal(csr.col_indices().cpu(), csr_cpu.col_indices())
+    assert torch.equal(csr.values().cpu(), csr_cpu.values())
+    assert torch.equal(csr.to_dense().cpu(), x)
+    made = torch.sparse_csr_tensor(csr_cpu.crow_indices(), csr_cpu.col_indices(), csr_cpu.values(), x.shape,
+                                   device="devx")
+    assert made.device.type == "devx"
+    assert torch.equal(made.to_dense().cpu(), x)
+    assert torch.equal((made @ torch.ones(5, 2, device="devx")).cpu(), csr_cpu @ torch.ones(5, 2))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nested_tensor_ops_match_the_cpu(device):
+    torch.manual_seed(0)
+    parts = [torch.randn(2, 4), torch.randn(3, 4), torch.randn(1, 4)]
+    cpu = torch.nested.nested_tensor(parts)
+    nt = torch.nested.nested_tensor(parts, device=device)
+    assert nt.is_nested and nt.device.type == "devx"
+    for a, b in zip(nt.unbind(), parts):
+        assert a.device.type == "devx" and torch.equal(a.cpu(), b)
+    pairs = [
+        (lambda t: t + t, "add"),
+        (lambda t: t.relu(), "relu"),
+        (lambda t: t * 2.0, "mul"),
+        (lambda t: torch.nn.functional.softmax(t, -1), "softmax"),
+        (lambda t: torch.nested.to_padded_tensor(t, 0.0), "to_padded_tensor"),
+    ]
+    for fn, name in pairs:
+        r_cpu, r_dev = fn(cpu), fn(nt)
+        assert r_dev.device.type == "devx", name
+        if r_cpu.is_nested:
+            assert r_dev.is_nested, name
+            r_dev, r_cpu = torch.nested.to_padded_tensor(r_dev, 0.0), torch.nested.to_padded_tensor(r_cpu, 0.0)
+        assert torch.equal(r_dev.cpu(), r_cpu), name
+    back = nt.cpu()
+    assert back.is_nested and back.device.type == "cpu"
+    assert torch.equal(torch.nested.to_padded_tensor(back, 0.0), torch.nested.to_padded_tensor(cpu, 0.0))
+
+
+def test_transformer_encoder_fast_path_with_padding_mask():
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=16, nhead=4, dim_feedforward=32, batch_first=True)
+    cpu = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=True).eval()
+    dev = copy.deepcopy(cpu).cuda()
+    x = torch.randn(3, 7, 16)
+    pad = torch.zeros(3, 7, dtype=torch.bool)
+    pad[0, 5:] = True
+    pad[2, 3:] = True
+    diagnostics.reset_fallback_stats()
+    with torch.no_grad():
+        out_cpu = cpu(x, src_key_padding_mask=pad)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            out_dev = dev(x.cuda(), src_key_padding_mask=pad.cuda())
+    names = {e.name for e in prof.events()}
+    # The fast path: the batch becomes a nested tensor and each layer runs the fused kernel on it.
+    assert "aten::_nested_tensor_from_mask" in names and "aten::_transformer_encoder_layer_fwd" in names
+    assert not any("nested" in op for op in diagnostics.fallback_stats())
+    assert out_dev.device.type == "devx" and not out_dev.is_nested
+    assert torch.equal(out_dev.cpu(), out_cpu)
