@@ -207,3 +207,39 @@ def test_transformer_encoder_fast_path_with_padding_mask():
     assert not any("nested" in op for op in diagnostics.fallback_stats())
     assert out_dev.device.type == "devx" and not out_dev.is_nested
     assert torch.equal(out_dev.cpu(), out_cpu)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_quantized_tensors_match_the_cpu(device):
+    torch.manual_seed(3)
+    x = torch.randn(3, 5)
+    for dtype in (torch.qint8, torch.quint8, torch.qint32):
+        q_cpu = torch.quantize_per_tensor(x, 0.05, 7, dtype)
+        q = torch.quantize_per_tensor(x.to(device), 0.05, 7, dtype)
+        assert q.is_quantized and q.device.type == "devx" and q.dtype == dtype
+        assert q.q_scale() == 0.05 and q.q_zero_point() == 7 and q.qscheme() == torch.per_tensor_affine
+        assert q.int_repr().device.type == "devx"
+        assert torch.equal(q.int_repr().cpu(), q_cpu.int_repr())
+        assert torch.equal(q.dequantize().cpu(), q_cpu.dequantize())
+        assert torch.equal(torch.relu(q).int_repr().cpu(), torch.relu(q_cpu).int_repr())
+        back = q.cpu()
+        assert back.is_quantized and back.device.type == "cpu" and torch.equal(back.int_repr(), q_cpu.int_repr())
+        moved = q_cpu.to(device)
+        assert moved.device.type == "devx" and torch.equal(moved.int_repr().cpu(), q_cpu.int_repr())
+    scales, zero_points = torch.tensor([0.1, 0.02, 0.3]), torch.tensor([0, 3, -2])
+    qc_cpu = torch.quantize_per_channel(x, scales, zero_points, 0, torch.qint8)
+    qc = torch.quantize_per_channel(x.to(device), scales.to(device), zero_points.to(device), 0, torch.qint8)
+    assert qc.qscheme() == torch.per_channel_affine
+    assert torch.equal(qc.int_repr().cpu(), qc_cpu.int_repr())
+    assert torch.equal(qc.dequantize().cpu(), qc_cpu.dequantize())
+
+
+def test_sparse_copy_between_devices():
+    i, v, size = coo_example()
+    cpu = torch.sparse_coo_tensor(i, v, size).coalesce()
+    dst = torch.zeros(size, device="devx").to_sparse()
+    dst.copy_(cpu)
+    assert_same_sparse(dst, cpu)
+    host = torch.zeros(size).to_sparse()
+    host.copy_(dst)
+    assert host.device.type == "cpu" and torch.equal(host.to_dense(), cpu.to_dense())

@@ -7,7 +7,9 @@
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
 #include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/copy_native.h>
+#include <ATen/ops/copy_sparse_to_sparse_native.h>
 #include <ATen/ops/empty_like_native.h>
+#include <ATen/ops/empty_quantized_native.h>
 #include <ATen/quantized/QTensorImpl.h>
 #include <ATen/quantized/Quantizer.h>
 #include <torch/library.h>
@@ -19,6 +21,7 @@
 #include "aten/diagnostics.h"
 #include "aten/op_registry.h"
 #include "aten/stack_util.h"
+#include "aten/tensor_ops.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/stream.h"
@@ -315,12 +318,17 @@ void register_layout_kernels() {
   g_library->impl("_to_copy", torch::dispatch(nested, TORCH_FN(at::native::_to_copy_nested)));
   g_library->impl("copy_", torch::dispatch(nested, TORCH_FN(at::native::copy_nested_)));
   g_library->impl("empty_like", torch::dispatch(nested, TORCH_FN(at::native::empty_like_nested)));
-  g_library->impl("empty_like",
-                  torch::dispatch(c10::DispatchKey::SparsePrivateUse1, TORCH_FN(at::native::empty_like_sparse_coo)));
+  const c10::DispatchKey sparse = c10::DispatchKey::SparsePrivateUse1;
+  g_library->impl("empty_like", torch::dispatch(sparse, TORCH_FN(at::native::empty_like_sparse_coo)));
+  g_library->impl("copy_", torch::dispatch(sparse, TORCH_FN(at::native::copy_sparse_wrapper_)));
+  g_library->impl("copy_sparse_to_sparse_", torch::dispatch(sparse, TORCH_FN(at::native::copy_sparse_)));
   g_library->impl("empty_like",
                   torch::dispatch(c10::DispatchKey::SparseCsrPrivateUse1, TORCH_FN(at::native::empty_like_sparse_csr)));
-  g_library->impl("empty_like",
-                  torch::dispatch(c10::DispatchKey::QuantizedPrivateUse1, TORCH_FN(at::native::empty_like_quantized)));
+  const c10::DispatchKey quantized = c10::DispatchKey::QuantizedPrivateUse1;
+  g_library->impl("empty_like", torch::dispatch(quantized, TORCH_FN(at::native::empty_like_quantized)));
+  g_library->impl("empty_quantized", torch::dispatch(quantized, TORCH_FN(at::native::empty_quantized)));
+  // copy_ has set the destination's quantizer: what remains is a copy of the bytes.
+  g_library->impl("_copy_from", torch::dispatch(quantized, TORCH_FN(ops::copy_from)));
 
   const c10::DispatchKey functionalities[] = {c10::DispatchKey::Sparse, c10::DispatchKey::SparseCsr,
                                               c10::DispatchKey::NestedTensor, c10::DispatchKey::Quantized};
