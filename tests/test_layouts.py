@@ -4,6 +4,7 @@ this file with synchronous and with asynchronous streams (DEVX_SIM_ASYNC=1)."""
 from __future__ import annotations
 
 import copy
+import unittest
 
 import pytest
 import torch
@@ -243,3 +244,64 @@ def test_sparse_copy_between_devices():
     host = torch.zeros(size).to_sparse()
     host.copy_(dst)
     assert host.device.type == "cpu" and torch.equal(host.to_dense(), cpu.to_dense())
+
+
+SPARSE_OPINFO_LAYOUTS = {
+    "coo": ("supports_sparse", torch.sparse_coo),
+    "csr": ("supports_sparse_csr", torch.sparse_csr),
+    "csc": ("supports_sparse_csc", torch.sparse_csc),
+    "bsr": ("supports_sparse_bsr", torch.sparse_bsr),
+    "bsc": ("supports_sparse_bsc", torch.sparse_bsc),
+}
+
+
+def _to(x, device):
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to(a, device) for a in x)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    return x
+
+
+def _outcome(fn):
+    """The result as dense CPU tensors, or the exception type (a CPU result some samples make
+    cannot be densified: that is an outcome too)."""
+    try:
+        r = fn()
+        rs = r if isinstance(r, (list, tuple)) else [r]
+        return [t.cpu().to_dense() if isinstance(t, torch.Tensor) and t.layout != torch.strided
+                else (t.cpu() if isinstance(t, torch.Tensor) else t) for t in rs]
+    except Exception as e:  # noqa: BLE001 - any exception the CPU raises, devx must raise too
+        return type(e)
+
+
+@pytest.mark.parametrize("layout", SPARSE_OPINFO_LAYOUTS)
+def test_sparse_opinfo_samples_match_the_cpu(layout):
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    attr, torch_layout = SPARSE_OPINFO_LAYOUTS[layout]
+    compared, mismatches = 0, []
+    for op in op_db:
+        if not getattr(op, attr, False):
+            continue
+        torch.manual_seed(0)
+        try:
+            samples = list(op.sample_inputs_sparse(torch_layout, "cpu", torch.float32))
+        except (NotImplementedError, unittest.SkipTest):  # no sample function, or no samples, for this layout
+            continue
+        for s in samples:
+            expected = _outcome(lambda: op(s.input, *s.args, **s.kwargs))
+            got = _outcome(lambda: op(_to(s.input, "devx"), *_to(s.args, "devx"), **_to(s.kwargs, "devx")))
+            if isinstance(expected, type) or isinstance(got, type):
+                if expected is not got:
+                    mismatches.append(f"{op.name}: cpu {expected!r}, devx {got!r}")
+                continue
+            try:
+                torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+                compared += 1
+            except AssertionError as e:
+                mismatches.append(f"{op.name}: {str(e).splitlines()[0]}")
+    assert not mismatches, "\n".join(mismatches)
+    assert compared >= 100
