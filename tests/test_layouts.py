@@ -305,3 +305,23 @@ def test_sparse_opinfo_samples_match_the_cpu(layout):
                 mismatches.append(f"{op.name}: {str(e).splitlines()[0]}")
     assert not mismatches, "\n".join(mismatches)
     assert compared >= 100
+
+
+def test_quantized_operator_library_matches_the_cpu():
+    import torch.ao.nn.quantized.functional as qF
+
+    torch.manual_seed(4)
+    x = torch.quantize_per_tensor(torch.randn(1, 2, 6, 6), 0.05, 10, torch.quint8)
+    w = torch.quantize_per_tensor(torch.randn(3, 2, 3, 3), 0.02, 0, torch.qint8)
+    b = torch.randn(3)
+    xd, wd, bd = x.to("devx"), w.to("devx"), b.to("devx")
+    conv_cpu = qF.conv2d(x, w, b, padding=1, scale=0.1, zero_point=5)
+    conv = qF.conv2d(xd, wd, bd, padding=1, scale=0.1, zero_point=5)
+    assert conv.device.type == "devx" and torch.equal(conv.int_repr().cpu(), conv_cpu.int_repr())
+    add = torch.ops.quantized.add(xd, xd, 0.07, 3)
+    assert torch.equal(add.int_repr().cpu(), torch.ops.quantized.add(x, x, 0.07, 3).int_repr())
+    lin_w = torch.quantize_per_tensor(torch.randn(4, 6), 0.03, 0, torch.qint8)
+    lin_x = torch.quantize_per_tensor(torch.randn(5, 6), 0.04, 2, torch.quint8)
+    lin_cpu = qF.linear(lin_x, lin_w, scale=0.2, zero_point=1)
+    lin = qF.linear(lin_x.to("devx"), lin_w.to("devx"), scale=0.2, zero_point=1)
+    assert lin.device.type == "devx" and torch.equal(lin.int_repr().cpu(), lin_cpu.int_repr())

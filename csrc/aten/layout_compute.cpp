@@ -32,6 +32,7 @@ namespace devx {
 namespace {
 
 std::unique_ptr<torch::Library> g_library;
+std::unique_ptr<torch::Library> g_quantized_library;
 std::vector<std::string> g_layout_ops;
 
 bool is_compressed(const at::Tensor& t) {
@@ -336,13 +337,19 @@ void register_layout_kernels() {
   static const char* const kLayoutMakers[] = {"aten::_nested",   "aten::nested",   "aten::_to_sparse", "aten::to_sparse",
                                               "aten::_sparse",   "aten::sparse",   "aten::quantize",   "aten::_quantize",
                                               "aten::dequantize", "aten::_make_per"};
+  // The quantized operator library (quantized::add, the prepacked convolutions and linear layers)
+  // has kernels for the quantized tensors of the compute device too.
+  g_quantized_library =
+      std::make_unique<torch::Library>(torch::Library::IMPL, "quantized", std::nullopt, __FILE__, __LINE__);
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
+    const bool aten = name.name.rfind("aten::", 0) == 0;
+    if (!aten && name.name.rfind("quantized::", 0) != 0) continue;
     auto handle = dispatcher.findOp(name);
     if (!handle) continue;
     const std::string full = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-    const std::string short_name = full.substr(6);
+    const std::string short_name = aten ? full.substr(6) : full;
+    torch::Library& library = aten ? *g_library : *g_quantized_library;
     for (c10::DispatchKey f : functionalities) {
       const c10::DispatchKey devx_key =
           c10::toRuntimePerBackendFunctionalityKey(f, c10::BackendComponent::PrivateUse1Bit);
@@ -351,10 +358,11 @@ void register_layout_kernels() {
           !vendor_supports(short_name)) {
         continue;
       }
-      g_library->impl(full.c_str(),
-                      torch::dispatch(devx_key, torch::CppFunction::makeFromBoxedFunction<&diagnosed_layout_compute>()));
+      library.impl(full.c_str(),
+                   torch::dispatch(devx_key, torch::CppFunction::makeFromBoxedFunction<&diagnosed_layout_compute>()));
       g_layout_ops.push_back(std::string(c10::toString(f)) + ":" + short_name);
     }
+    if (!aten) continue;
     bool maker = false;
     for (const char* p : kLayoutMakers) maker = maker || name.name.rfind(p, 0) == 0;
     if (maker && !handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
