@@ -325,3 +325,45 @@ def test_quantized_operator_library_matches_the_cpu():
     lin_cpu = qF.linear(lin_x, lin_w, scale=0.2, zero_point=1)
     lin = qF.linear(lin_x.to("devx"), lin_w.to("devx"), scale=0.2, zero_point=1)
     assert lin.device.type == "devx" and torch.equal(lin.int_repr().cpu(), lin_cpu.int_repr())
+
+
+def _nested_outcome(fn):
+    try:
+        r = fn()
+        rs = r if isinstance(r, (list, tuple)) else [r]
+        out = []
+        for t in rs:
+            if isinstance(t, torch.Tensor):
+                t = t.cpu()
+                t = list(t.unbind()) if t.is_nested else t
+            out.append(t)
+        return out
+    except Exception as e:  # noqa: BLE001 - any exception the CPU raises, devx must raise too
+        return type(e)
+
+
+def test_nested_opinfo_samples_match_the_cpu():
+    from torch.testing._internal.opinfo.definitions.nested import njt_op_db
+
+    compared, mismatches = 0, []
+    for op in njt_op_db:
+        torch.manual_seed(0)
+        try:
+            samples = list(op.sample_inputs("cpu", torch.float32))
+        except (NotImplementedError, unittest.SkipTest, RuntimeError):  # no NJT samples for this op
+            continue
+        # The first samples of each op cover its argument forms; all of them take minutes.
+        for s in samples[:2]:
+            expected = _nested_outcome(lambda: op(s.input, *s.args, **s.kwargs))
+            got = _nested_outcome(lambda: op(_to(s.input, "devx"), *_to(s.args, "devx"), **_to(s.kwargs, "devx")))
+            if isinstance(expected, type) or isinstance(got, type):
+                if expected is not got:
+                    mismatches.append(f"{op.name}: cpu {expected!r}, devx {got!r}")
+                continue
+            try:
+                torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+                compared += 1
+            except AssertionError as e:
+                mismatches.append(f"{op.name}: {str(e).splitlines()[0]}")
+    assert not mismatches, "\n".join(mismatches)
+    assert compared >= 300
