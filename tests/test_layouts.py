@@ -367,3 +367,25 @@ def test_nested_opinfo_samples_match_the_cpu():
                 mismatches.append(f"{op.name}: {str(e).splitlines()[0]}")
     assert not mismatches, "\n".join(mismatches)
     assert compared >= 300
+
+
+def test_diagnostics_see_sparse_nested_and_quantized_ops(devx, capfd):
+    """Autocompare replays these ops with the CPU kernel of their kind and compares them as the
+    dense tensors they stand for; the op dump describes them (they have no strides or data pointer)."""
+    x = torch.randn(4, 5) * (torch.rand(4, 5) > 0.5)
+    diagnostics.reset_autocompare_stats()
+    diagnostics.set_autocompare(True, raise_on_mismatch=True)
+    diagnostics.set_dump_op_args(2)
+    try:
+        s = x.to("devx").to_sparse()
+        (s + s).coalesce()
+        torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(1, 3)], device="devx").relu()
+        torch.quantize_per_tensor(x.to("devx"), 0.1, 0, torch.qint8).int_repr()
+    finally:
+        diagnostics.set_autocompare(False)
+        diagnostics.set_dump_op_args(0)
+    stats = diagnostics.autocompare_stats()
+    for op in ("_to_sparse", "add.Tensor", "is_coalesced", "relu", "quantize_per_tensor", "int_repr"):
+        assert stats.get(op, (0, 0))[0] >= 1 and stats[op][1] == 0, (op, stats.get(op))
+    err = capfd.readouterr().err
+    assert "Tensor layout Sparse sizes [4, 5]" in err and "Tensor nested, dim 3" in err

@@ -25,7 +25,7 @@ std::unique_ptr<torch::Library> g_quantized_library;
 std::vector<std::string> g_layout_ops;
 
 void diagnosed_layout_compute(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  if (C10_LIKELY(!diag::gate_open()) || async::t_inline_depth > 0) {
+  if (C10_LIKELY(!diag::gate_open()) || async::t_inline_depth > 0 || diag::quiet()) {
     layout_compute(op, ks, stack);
     return;
   }
