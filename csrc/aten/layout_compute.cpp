@@ -20,7 +20,6 @@ namespace devx {
 
 namespace {
 
-
 bool is_compressed(const at::Tensor& t) {
   const c10::Layout l = t.layout();
   return l == c10::kSparseCsr || l == c10::kSparseCsc || l == c10::kSparseBsr || l == c10::kSparseBsc;
@@ -217,7 +216,6 @@ void layout_compute(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   // The compute device's kernel for the same functionality (SparseCPU for SparsePrivateUse1).
   const c10::DispatchKey functionality = c10::toFunctionalityKey(ks.highestPriorityTypeId());
   std::vector<PendingNested> pending;
-  const size_t ret_first = first;
   {
     ComputeScope scope;
     const c10::DispatchKeySet compute_ks(c10::toRuntimePerBackendFunctionalityKey(
@@ -256,9 +254,10 @@ void layout_compute(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
         for (size_t j = 0; j < devx_list.size(); ++j) aliases.sync_back(devx_list[j], alias_list[j]);
       }
     }
+    // The kernel replaced the arguments on the stack by its returns.
     const auto& returns = schema.returns();
     for (size_t r = 0; r < returns.size(); ++r) {
-      c10::IValue& v = (*stack)[ret_first + r];
+      c10::IValue& v = (*stack)[first + r];
       if (const c10::IValue* original = written_argument_for(schema, returns[r], originals)) {
         v = *original;
         continue;
@@ -274,12 +273,12 @@ void layout_compute(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   // Now that CPU allocations are host memory again: nested metadata the kernel made in devx memory
   // moves to the host.
   for (PendingNested& p : pending) {
-    (*stack)[ret_first + p.slot] = at::detail::make_tensor<at::native::NestedTensorImpl>(
+    (*stack)[first + p.slot] = at::detail::make_tensor<at::native::NestedTensorImpl>(
         p.buffer, to_host_memory(p.sizes), to_host_memory(p.strides), to_host_memory(p.offsets));
   }
   if (host_results) {
     for (size_t r = 0; r < schema.returns().size(); ++r) {
-      c10::IValue& v = (*stack)[ret_first + r];
+      c10::IValue& v = (*stack)[first + r];
       if (v.isTensor()) v = to_host_memory(v.toTensor());
     }
   }
