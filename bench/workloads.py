@@ -204,6 +204,20 @@ class LSTMTagger(nn.Module):
         return self.out(self.lstm(self.emb(tok))[0])
 
 
+class SparseRecommender(nn.Module):
+    """A recommendation model as DLRM-style code writes it: sparse embedding bags (trained with
+    SparseAdam on sparse gradients) feeding an MLP."""
+
+    def __init__(self, rows: int = 1000, dim: int = 16, tables: int = 4) -> None:
+        super().__init__()
+        self.tables = nn.ModuleList(nn.EmbeddingBag(rows, dim, mode="sum", sparse=True) for _ in range(tables))
+        self.mlp = nn.Sequential(nn.Linear(dim * tables, 64), nn.ReLU(), nn.Linear(64, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # x: (tables, batch, bag) indices.
+        return self.mlp(torch.cat([t(x[i]) for i, t in enumerate(self.tables)], 1)).squeeze(1)
+
+
 # name -> (model maker, input maker, loss(output, input)): the real-model train steps the bench times.
 REAL_MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], torch.Tensor],
                              Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]] = {
@@ -213,6 +227,8 @@ REAL_MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], torch.Tensor]
                   lambda out, x: F.cross_entropy(out[:, :-1].reshape(-1, out.shape[-1]), x[:, 1:].reshape(-1))),
     "bert": (BertStyle, lambda: torch.randint(0, 128, (8, 32)),
              lambda out, x: F.cross_entropy(out, x[:, 0] % 2)),
+    "recsys_sparse": (SparseRecommender, lambda: torch.randint(0, 1000, (4, 64, 8)),
+                      lambda out, x: F.mse_loss(out, (x[0, :, 0] % 2).float())),
     "resnet_cl": (SmallResNet, lambda: torch.randn(16, 3, 32, 32).contiguous(memory_format=torch.channels_last),
                   lambda out, x: F.cross_entropy(out, torch.arange(out.shape[0], device=out.device) % 10)),
 }
@@ -229,6 +245,31 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
     return step
 
 
+class _Optimizers:
+    """Several optimizers stepped as one."""
+
+    def __init__(self, *optimizers: torch.optim.Optimizer) -> None:
+        self.optimizers = optimizers
+
+    def zero_grad(self) -> None:
+        for o in self.optimizers:
+            o.zero_grad()
+
+    def step(self) -> None:
+        for o in self.optimizers:
+            o.step()
+
+
+def optimizer_for(model: nn.Module) -> Any:
+    """AdamW, with SparseAdam for the parameters of sparse embeddings (AdamW refuses sparse gradients)."""
+    sparse = {id(m.weight) for m in model.modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse}
+    dense_params = [p for p in model.parameters() if id(p) not in sparse]
+    sparse_params = [p for p in model.parameters() if id(p) in sparse]
+    if not sparse_params:
+        return torch.optim.AdamW(dense_params, lr=1e-3)
+    return _Optimizers(torch.optim.AdamW(dense_params, lr=1e-3), torch.optim.SparseAdam(sparse_params, lr=1e-3))
+
+
 def real_model_step_maker(name: str) -> Callable[[str], Callable[[], object]]:
     """A maker of `name`'s train step (forward, loss, backward, AdamW step) on a device; the
     channels_last model keeps its weights and inputs channels_last."""
@@ -240,7 +281,7 @@ def real_model_step_maker(name: str) -> Callable[[str], Callable[[], object]]:
         if name.endswith("_cl"):
             model = model.to(memory_format=torch.channels_last)
         model = model.to(device).train()
-        return train_step(model, torch.optim.AdamW(model.parameters(), lr=1e-3), make_input().to(device), loss_fn)
+        return train_step(model, optimizer_for(model), make_input().to(device), loss_fn)
 
     return make
 

@@ -2,6 +2,8 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_to_copy.h>
+#include <ATen/ops/dequantize.h>
+#include <ATen/ops/nested_to_padded_tensor.h>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/equal.h>
@@ -56,12 +58,21 @@ std::pair<double, double> tolerances(c10::ScalarType t) {
 }
 
 // Whether devx tensor `d` matches CPU tensor `c`; `detail` says how they differ.
-bool same(const at::Tensor& d, const at::Tensor& c, std::string* detail) {
-  if (!d.defined() || !c.defined()) {
-    if (d.defined() != c.defined()) *detail = "one side undefined";
-    return d.defined() == c.defined();
+// Sparse, nested and quantized results are compared as the dense tensors they stand for.
+at::Tensor comparable_form(const at::Tensor& t) {
+  if (t.is_nested()) return at::nested_to_padded_tensor(t, 0);
+  if (t.layout() != c10::kStrided) return t.to_dense();
+  if (t.is_quantized()) return at::dequantize(t);
+  return t;
+}
+
+bool same(const at::Tensor& d, const at::Tensor& cpu, std::string* detail) {
+  if (!d.defined() || !cpu.defined()) {
+    if (d.defined() != cpu.defined()) *detail = "one side undefined";
+    return d.defined() == cpu.defined();
   }
-  at::Tensor h = d.device().is_cpu() ? d : at::_to_copy(d, d.options().device(c10::kCPU));
+  at::Tensor h = comparable_form(d.device().is_cpu() ? d : at::_to_copy(d, d.options().device(c10::kCPU)));
+  const at::Tensor c = comparable_form(cpu);
   std::ostringstream os;
   if (h.sizes() != c.sizes() || h.scalar_type() != c.scalar_type()) {
     os << "sizes " << h.sizes() << " " << h.scalar_type() << " vs CPU " << c.sizes() << " " << c.scalar_type();
@@ -112,6 +123,27 @@ bool same_value(const c10::IValue& d, const c10::IValue& c, std::string* detail)
   return true;  // non-tensor results (scalars, ints) are not compared
 }
 
+// The CPU kernel for the arguments' kind: a sparse, nested or quantized argument selects that
+// kind's kernel, as the dispatcher would.
+c10::DispatchKey cpu_key(const std::vector<c10::IValue>& args) {
+  c10::DispatchKey key = c10::DispatchKey::CPU;
+  for (const c10::IValue& v : args) {
+    for_each_tensor(v, [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      if (t.is_sparse()) {
+        key = c10::DispatchKey::SparseCPU;
+      } else if (t.layout() != c10::kStrided) {
+        key = c10::DispatchKey::SparseCsrCPU;
+      } else if (t.is_nested()) {
+        key = c10::DispatchKey::NestedTensorCPU;
+      } else if (t.is_quantized() && key == c10::DispatchKey::CPU) {
+        key = c10::DispatchKey::QuantizedCPU;
+      }
+    });
+  }
+  return key;
+}
+
 bool has_tensors(const c10::IValue& v) {
   return v.isTensor() || v.isTensorList() || v.isOptionalTensorList();
 }
@@ -145,7 +177,7 @@ void CpuReplay::compare(const torch::jit::Stack& stack, bool raise, const std::f
   const std::string name = overload_name(op_.operator_name());
   torch::jit::Stack cpu_stack(cpu_args_.begin(), cpu_args_.end());
   try {
-    cpu_form(op_, &cpu_stack)->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu_stack);
+    cpu_form(op_, &cpu_stack)->redispatchBoxed(c10::DispatchKeySet(cpu_key(cpu_args_)), &cpu_stack);
   } catch (const std::exception& e) {
     log::write(log::Module::OPS, log::Level::WARN, "autocompare: " + name + " could not run on the CPU: " + e.what());
     return;

@@ -10,6 +10,7 @@
 #include "aten/compute_scope.h"
 #include "aten/cpu_fallback.h"
 #include "aten/diagnostics.h"
+#include "aten/layout_compute.h"
 #include "aten/op_registry.h"
 #include "aten/stack_util.h"
 #include "runtime/device.h"
@@ -169,6 +170,7 @@ std::vector<std::string> register_long_tail() {
     if (!found || found->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
     g_library->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
   }
+  register_layout_kernels();
   return g_long_tail;
 }
 

@@ -293,6 +293,10 @@ QuietScope::~QuietScope() {
   --t_quiet;
 }
 
+bool quiet() {
+  return t_quiet > 0;
+}
+
 bool intercepts_copy() {
   if (t_quiet > 0 || async::t_inline_depth > 0) return false;
   refresh_if_stale();

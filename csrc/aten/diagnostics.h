@@ -53,6 +53,10 @@ struct QuietScope {
   QuietScope& operator=(const QuietScope&) = delete;
 };
 
+// Whether this thread is in a QuietScope: the diagnostics' own device work, which boxed kernels
+// must not diagnose again (autocompare's copy of a sparse argument reads its members through ops).
+bool quiet();
+
 // The force-fallback patterns in effect (from DIPU_FORCE_FALLBACK_OPS_LIST).
 std::vector<std::string> force_fallback_patterns();
 // Throws ValueError naming the pattern if `pattern` is not a valid regular expression.

@@ -138,12 +138,24 @@ void put_host_values(std::ostream& os, at::Tensor host, int64_t max_elements) {
 std::string describe_tensor(const at::Tensor& t, const DumpStyle& style) {
   if (!t.defined()) return "undefined Tensor";
   std::ostringstream os;
+  // Sparse and nested tensors have no strides or data pointer of their own; their members are
+  // dumped as the ops that read them (_values, _indices) run.
+  if (t.is_nested()) {
+    os << "Tensor nested, dim " << t.dim() << " dtype " << t.scalar_type() << " device " << t.device();
+    return os.str();
+  }
+  if (t.layout() != c10::kStrided) {
+    os << "Tensor layout " << t.layout() << " sizes " << t.sizes() << " dtype " << t.scalar_type() << " device "
+       << t.device();
+    return os.str();
+  }
   os << "Tensor sizes " << t.sizes() << " strides " << t.strides() << " dtype " << t.scalar_type() << " device "
      << t.device() << " storage_offset " << t.storage_offset() << " is_view " << (t.is_view() ? "yes" : "no")
      << " data_ptr " << t.const_data_ptr();
   // A 0-dim CPU tensor is a Python number the op was given: its value is part of the metadata.
   if (t.dim() == 0 && t.device().is_cpu()) os << " value " << t.item();
-  if (style.level >= 3) {
+  if (t.is_quantized()) os << " quantized";
+  if (style.level >= 3 && !t.is_quantized()) {
     // The values are read on the CPU; printing the device tensor itself would dispatch more ops
     // (and dump them) in the middle of this one.
     put_host_values(os, t.device().is_cpu() ? t : at::_to_copy(t, t.options().device(c10::kCPU)),
