@@ -60,6 +60,8 @@ struct Plan {
   // these arguments (at stack[first]) may be issued.
   bool (*issuable)(const torch::jit::Stack& stack, size_t first) = nullptr;
   bool draws = false;  // draws random numbers
+  // The results' shapes depend on the values of floating-point arguments (arange's bounds).
+  bool shape_from_values = false;
 };
 
 bool is_tensor_or_list(const c10::TypePtr& type) {
@@ -131,6 +133,8 @@ Plan make_plan(const c10::OperatorHandle& op) {
     if (!is_tensor_or_list(ret.type())) return plan;
   }
   if (schema.arguments().size() > 64) return plan;
+  plan.shape_from_values = name == "aten::arange" || name == "aten::range" || name == "aten::linspace" ||
+                           name == "aten::logspace";
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     if (argument_written(schema, i)) plan.written |= uint64_t{1} << i;
   }
@@ -431,6 +435,12 @@ const IssueLayout& layout_for(const c10::OperatorHandle& op, const Plan& plan, c
   key.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(&op.schema())));
   for (size_t i = 0; i < nargs; ++i) {
     const c10::IValue& v = stack[first + i];
+    if (!plan.shape_from_values && (v.isDouble() || v.isComplexDouble())) {
+      // Of a floating-point value only its kind reaches type promotion (the optimizers' learning
+      // rates and bias corrections change every step).
+      key.push_back(v.isDouble() ? 4 : 6);
+      continue;
+    }
     add_key(key, v);
     // The offset is not in a tensor's key; a written argument's decides whether it keeps its layout.
     if (plan.written >> i & 1) for_each_tensor(v, [&](const at::Tensor& t) { key.push_back(t.storage_offset()); });
