@@ -306,16 +306,16 @@ assert torch.equal(outs["devx"][-1].cpu(), outs["devx"][-2].cpu())
 def test_issued_results_follow_changing_scalars():
     # The issuer remembers result layouts per signature of arguments, without the values of
     # floating-point arguments (an optimizer's step sizes change every step); arange's length
-    # comes from its values.
+    # comes from its values, and is issued without waiting for the stream.
     run_async("""
 torch.cuda.set_sync_debug_mode("error")
 x = torch.randn(6, device="devx")
 for step in range(1, 6):
     alpha = 1.0 / step
     y = x.add(x, alpha=alpha)
+    r = torch.arange(0.0, step * 1.5, device="devx")  # its empty out= result resized by the host
     torch.cuda.set_sync_debug_mode("default")
     assert torch.equal(y.cpu(), x.cpu().add(x.cpu(), alpha=alpha))
-    r = torch.arange(0.0, step * 1.5, device="devx")
     assert torch.equal(r.cpu(), torch.arange(0.0, step * 1.5)), (r, step)
     torch.cuda.set_sync_debug_mode("error")
 """)

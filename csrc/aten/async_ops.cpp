@@ -352,6 +352,9 @@ struct IssueLayout {
   bool issuable = false;
   // Per result that is not a written argument: one layout, or one per element of a list.
   std::vector<std::vector<MetaOutput>> fresh;
+  // Empty written arguments the op gives a contiguous shape (arange's out=): (index, sizes),
+  // resized by the host as it issues, so their new shape is visible at once.
+  std::vector<std::pair<size_t, std::vector<int64_t>>> resized;
 };
 
 MetaOutput describe(const at::Tensor& m) {
@@ -387,9 +390,16 @@ IssueLayout ask_meta(const c10::OperatorHandle& op, const Plan& plan, const torc
     // No meta kernel for these arguments, or an error: the native kernel, run inline, decides.
     return layout;
   }
-  // An argument the op resizes or restrides: its new layout must be visible at once.
+  // An argument the op resizes or restrides: its new layout must be visible at once. An empty
+  // tensor given a contiguous shape is resized by the host (no bytes to keep, no resize warning);
+  // the others run inline.
   for (size_t i = 0; i < nargs; ++i) {
-    if ((plan.written >> i & 1) && !same_layout(stack[first + i], meta_args[i])) return layout;
+    if (!(plan.written >> i & 1) || same_layout(stack[first + i], meta_args[i])) continue;
+    if (!stack[first + i].isTensor()) return layout;
+    const at::Tensor& arg = stack[first + i].toTensor();
+    const at::Tensor& m = meta_args[i].toTensor();
+    if (arg.numel() != 0 || !m.is_contiguous() || m.storage_offset() != arg.storage_offset()) return layout;
+    layout.resized.emplace_back(i, m.sizes().vec());
   }
   const c10::FunctionSchema& schema = op.schema();
   for (size_t r = 0; r < schema.returns().size(); ++r) {
@@ -483,6 +493,7 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
     // Meta tensors have no addresses, so meta kernels cannot refuse overlapping writes; the kernel
     // run inline does, at once, as on the CPU.
     if (overlapping_writes(*stack, first, nargs, written)) return false;
+    for (const auto& [i, sizes] : layout.resized) (*stack)[first + i].toTensor().resize_(sizes);
   }
 
   const auto& returns = schema.returns();
