@@ -274,6 +274,53 @@ assert torch.equal(b.cpu(), c.cpu())
 """)
 
 
+def test_random_ops_and_norms_are_issued_with_the_cpus_draws():
+    # Dropout, layer norm and training batch norm are issued (the host does not wait for the
+    # stream), and the draws are the CPU's: the host's generator accesses wait for issued draws.
+    run_async("""
+import torch.nn.functional as F
+x = torch.randn(8, 16)
+w, b = torch.randn(16), torch.randn(16)
+bn_x = torch.randn(4, 3, 5, 5)
+outs = {}
+for device in ("cpu", "devx"):
+    torch.manual_seed(3)
+    d, dw, db, dbn = x.to(device), w.to(device), b.to(device), bn_x.to(device)
+    rm, rv = torch.zeros(3, device=device), torch.ones(3, device=device)
+    rng = torch.devx if device == "devx" else torch
+    torch.cuda.set_sync_debug_mode("error")
+    r = [F.dropout(d, 0.5), F.dropout(d, 0.2), F.layer_norm(d, (16,), dw, db),
+         F.batch_norm(dbn, rm, rv, training=True), rm, rv, torch.rand(5, device=device)]
+    torch.cuda.set_sync_debug_mode("default")
+    state = rng.get_rng_state()
+    r.append(F.dropout(d, 0.5))
+    rng.set_rng_state(state)
+    r.append(F.dropout(d, 0.5))
+    outs[device] = r
+for c, d in zip(outs["cpu"], outs["devx"]):
+    assert torch.equal(c, d.cpu()), (c, d)
+assert torch.equal(outs["devx"][-1].cpu(), outs["devx"][-2].cpu())
+""")
+
+
+def test_issued_results_follow_changing_scalars():
+    # The issuer remembers result layouts per signature of arguments, without the values of
+    # floating-point arguments (an optimizer's step sizes change every step); arange's length
+    # comes from its values, and is issued without waiting for the stream.
+    run_async("""
+torch.cuda.set_sync_debug_mode("error")
+x = torch.randn(6, device="devx")
+for step in range(1, 6):
+    alpha = 1.0 / step
+    y = x.add(x, alpha=alpha)
+    r = torch.arange(0.0, step * 1.5, device="devx")  # its empty out= result resized by the host
+    torch.cuda.set_sync_debug_mode("default")
+    assert torch.equal(y.cpu(), x.cpu().add(x.cpu(), alpha=alpha))
+    assert torch.equal(r.cpu(), torch.arange(0.0, step * 1.5)), (r, step)
+    torch.cuda.set_sync_debug_mode("error")
+""")
+
+
 def test_a_kernel_error_reaches_the_work_that_waits_for_it_on_other_streams():
     # As CUDA's errors reach work that depends on the failed kernel: a read on stream b after b
     # waited for stream a (wait_stream or wait_event) must not return data as if all went well.

@@ -16,9 +16,12 @@
 #include "aten/boxed_compute.h"
 #include "aten/op_registry.h"
 #include "aten/stack_util.h"
+#include "aten/vendor_call.h"
 #include "profiler/device_activity.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
+#include "runtime/generator.h"
+#include "runtime/memcpy.h"
 #include "runtime/python_hooks.h"
 #include "runtime/stream.h"
 #include "runtime/sync_debug.h"
@@ -30,7 +33,6 @@ thread_local int t_inline_depth = 0;
 namespace {
 
 const c10::DispatchKeySet kDevxKeys(c10::DispatchKey::PrivateUse1);
-const c10::DispatchKeySet kMetaKeys(c10::DispatchKey::Meta);
 
 struct InlineScope {
   InlineScope() { ++t_inline_depth; }
@@ -52,6 +54,14 @@ enum class Kind { kRunNow, kInline, kIssue };
 
 struct Plan {
   Kind kind = Kind::kInline;
+  // Bit i: the op writes argument i (argument_written, asked once instead of per call).
+  uint64_t written = 0;
+  // For ops whose meta kernel agrees with the compute kernel only for some arguments: whether
+  // these arguments (at stack[first]) may be issued.
+  bool (*issuable)(const torch::jit::Stack& stack, size_t first) = nullptr;
+  bool draws = false;  // draws random numbers
+  // The results' shapes depend on the values of floating-point arguments (arange's bounds).
+  bool shape_from_values = false;
 };
 
 bool is_tensor_or_list(const c10::TypePtr& type) {
@@ -68,6 +78,22 @@ bool runs_natively(const c10::OperatorHandle& op) {
   return is_long_tail_op(op.operator_name());
 }
 
+// native_batch_norm / _native_batch_norm_legit(input, weight, bias, running_mean, running_var,
+// training, ...): outside training the CPU kernel's saved statistics are empty, the meta kernel's not.
+bool batch_norm_training(const torch::jit::Stack& stack, size_t first) {
+  const c10::IValue& training = stack[first + 5];
+  return training.isBool() && training.toBool();
+}
+
+// native_layer_norm(input, normalized_shape, weight, bias, eps): the CPU kernel's statistics of
+// reduced-precision inputs are float, the meta kernel's of the input's dtype.
+bool layer_norm_full_precision(const torch::jit::Stack& stack, size_t first) {
+  const c10::IValue& input = stack[first];
+  if (!input.isTensor()) return false;
+  const c10::ScalarType dtype = input.toTensor().scalar_type();
+  return dtype == c10::kFloat || dtype == c10::kDouble;
+}
+
 Plan make_plan(const c10::OperatorHandle& op) {
   Plan plan;
   const c10::FunctionSchema& schema = op.schema();
@@ -78,30 +104,42 @@ Plan make_plan(const c10::OperatorHandle& op) {
     plan.kind = Kind::kRunNow;
     return plan;
   }
-  // Random ops draw from the generator when their kernel runs: run on a stream's worker, a draw
-  // would race with the host's get_rng_state/set_rng_state/manual_seed (checkpoint's recomputed
-  // dropout drew another mask). Some take no generator argument (native_dropout), so the tag
-  // decides.
-  if (op.hasTag(at::Tag::nondeterministic_seeded)) return plan;
-  for (const c10::Argument& arg : schema.arguments()) {
-    if (is_generator_arg(arg)) return plan;
+  // Ops that only look at their arguments' metadata.
+  if (op.operator_name().name == "aten::_fused_sdp_choice") {
+    plan.kind = Kind::kRunNow;
+    return plan;
   }
+  // Random ops draw from the generator when their kernel runs, on a stream's worker: issuing
+  // them keeps the draws in host order (generator.h, note_issued_draw). Some take no generator
+  // argument (native_dropout), so the tag decides too.
+  plan.draws = op.hasTag(at::Tag::nondeterministic_seeded);
+  for (const c10::Argument& arg : schema.arguments()) plan.draws = plan.draws || is_generator_arg(arg);
   if (op.hasTag(at::Tag::dynamic_output_shape) || op.hasTag(at::Tag::data_dependent_output)) return plan;
-  // Ops whose meta kernel promises other shapes than the CPU kernel makes (native_batch_norm's
-  // saved statistics are empty on the CPU outside training, not on meta; embedding_bag's
-  // auxiliary results; layer_norm's statistics of half inputs are float on the CPU), or other
-  // strides (the CPU's LAPACK kernels give linalg_eig's eigenvectors and _linalg_svd's Vh
-  // column-major, their meta kernels row-major).
-  static const char* const kMetaDisagrees[] = {
-      "aten::native_batch_norm", "aten::_native_batch_norm_legit", "aten::_native_batch_norm_legit_no_training",
-      "aten::_embedding_bag", "aten::_embedding_bag_forward_only", "aten::native_layer_norm",
-      "aten::linalg_eig", "aten::_linalg_svd"};
+  // Ops whose meta kernel promises other results than the CPU kernel makes: never
+  // (_embedding_bag's auxiliary results; the CPU's LAPACK kernels give linalg_eig's eigenvectors
+  // and _linalg_svd's Vh column-major, their meta kernels row-major), or for some arguments only
+  // (see the predicates).
+  static const char* const kMetaDisagrees[] = {"aten::_native_batch_norm_legit_no_training", "aten::_embedding_bag",
+                                               "aten::_embedding_bag_forward_only", "aten::linalg_eig",
+                                               "aten::_linalg_svd"};
   for (const char* name : kMetaDisagrees) {
     if (op.operator_name().name == name) return plan;
+  }
+  const std::string& name = op.operator_name().name;
+  if (name == "aten::native_batch_norm" || name == "aten::_native_batch_norm_legit") {
+    plan.issuable = &batch_norm_training;
+  } else if (name == "aten::native_layer_norm") {
+    plan.issuable = &layer_norm_full_precision;
   }
   if (!runs_natively(op) || !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) return plan;
   for (const c10::Argument& ret : schema.returns()) {
     if (!is_tensor_or_list(ret.type())) return plan;
+  }
+  if (schema.arguments().size() > 64) return plan;
+  plan.shape_from_values = name == "aten::arange" || name == "aten::range" || name == "aten::linspace" ||
+                           name == "aten::logspace";
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (argument_written(schema, i)) plan.written |= uint64_t{1} << i;
   }
   plan.kind = Kind::kIssue;
   return plan;
@@ -186,9 +224,9 @@ class Snapshot {
   at::Tensor operator()(const at::Tensor& t) {
     if (!t.defined()) return t;
     if (t.device().type() != kDevx) {
-      at::Tensor copy = t.clone();
-      if (t.unsafeGetTensorImpl()->is_wrapped_number()) copy.unsafeGetTensorImpl()->set_wrapped_number(true);
-      return copy;
+      // A wrapped number is made for this call from a Python number: nobody else can change it.
+      if (t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
+      return t.clone();
     }
     c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
     const c10::Storage& storage = storages_.get(s, [&] {
@@ -206,13 +244,12 @@ class Snapshot {
 
 // Arguments the native path would reject (other devx devices, CPU tensors that are written or
 // neither 0-dim nor indices) are left to it, so the error is the same.
-bool arguments_on_device(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t first,
+bool arguments_on_device(const Plan& plan, const torch::jit::Stack& stack, size_t first, size_t n,
                          c10::DeviceIndex device) {
-  const size_t n = schema.arguments().size();
   for (size_t i = 0; i < n; ++i) {
     const c10::IValue& v = stack[first + i];
     const bool indices = v.isOptionalTensorList();
-    const bool written = argument_written(schema, i);
+    const bool written = plan.written >> i & 1;
     bool ok = true;
     for_each_tensor(v, [&](const at::Tensor& t) {
       if (t.defined()) {
@@ -266,20 +303,22 @@ bool overlapping_writes(const torch::jit::Stack& stack, size_t first, size_t n,
   return false;
 }
 
-// A devx tensor laid out as meta result `m` (undefined if `m` is: convolution_backward's masked
-// gradients); nullopt when `m` is a tensor on another device.
-std::optional<at::Tensor> allocate_like(const at::Tensor& m) {
-  if (!m.defined()) return m;
-  if (!m.is_meta()) return std::nullopt;
-  return at::detail::empty_strided_generic(m.sizes(), m.strides(), devx_allocator(), kDevxKeys, m.scalar_type());
+at::Tensor allocate(const MetaOutput& m) {
+  if (!m.defined) return at::Tensor();
+  return at::detail::empty_strided_generic(m.sizes, m.strides, devx_allocator(), kDevxKeys, m.dtype);
 }
 
-void copy_result(const c10::IValue& target, const c10::IValue& result) {
-  auto copy_one = [](const at::Tensor& dst, const at::Tensor& src) {
+void copy_result(const c10::IValue& target, const c10::IValue& result, c10::DeviceIndex device) {
+  auto copy_one = [device](const at::Tensor& dst, const at::Tensor& src) {
     if (!dst.defined()) return;
     TORCH_CHECK(dst.sizes() == src.sizes() && dst.dtype() == src.dtype(), "devx: an issued kernel returned ",
                 src.sizes(), " ", src.dtype(), " where its meta kernel promised ", dst.sizes(), " ", dst.dtype());
-    dst.copy_(src);
+    // Laid out alike and dense, the bytes are one block: copied as such, without dispatching copy_.
+    if (src.device() == dst.device() && dst.strides() == src.strides() && dst.is_non_overlapping_and_dense()) {
+      copy_device_bytes(dst.data_ptr(), src.data_ptr(), dst.nbytes(), device);
+    } else {
+      dst.copy_(src);
+    }
   };
   if (target.isTensor()) {
     copy_one(target.toTensor(), result.toTensor());
@@ -294,10 +333,9 @@ void copy_result(const c10::IValue& target, const c10::IValue& result) {
 // Whether a tensor the op writes is passed again as another argument (`torch.mul(x, y, out=x)`).
 // Python meta functions resize such an output with a warning where the kernel refuses to resize
 // an output that is also an input: the kernel, run inline, decides.
-bool written_and_read(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t first) {
-  const size_t n = schema.arguments().size();
+bool written_and_read(const Plan& plan, const torch::jit::Stack& stack, size_t first, size_t n) {
   for (size_t w = 0; w < n; ++w) {
-    if (!argument_written(schema, w) || !stack[first + w].isTensor()) continue;
+    if (!(plan.written >> w & 1) || !stack[first + w].isTensor()) continue;
     const c10::TensorImpl* written = stack[first + w].toTensor().unsafeGetTensorImpl();
     bool same = false;
     for (size_t i = 0; i < n; ++i) {
@@ -309,21 +347,38 @@ bool written_and_read(const c10::FunctionSchema& schema, const torch::jit::Stack
   return false;
 }
 
-bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stack* stack) {
-  const c10::FunctionSchema& schema = op.schema();
-  const size_t nargs = schema.arguments().size();
-  const size_t first = stack->size() - nargs;
-  const c10::DeviceIndex device = current_device();
-  if (!arguments_on_device(schema, *stack, first, device) || written_and_read(schema, *stack, first)) return false;
-  // The ops issuing runs itself (meta kernels that are decompositions, copies of CPU arguments)
-  // are not the user's: a profile shows only the op issued.
-  profiler::HiddenOps hidden_ops;
+// What the meta kernel said of one signature of arguments (the op, each argument's metadata and
+// the values of the others): whether the op can be issued, and the layout of each result it
+// allocates. Many meta kernels are Python (torch._meta_registrations) or decompositions, which
+// cost many times the kernel itself; a training step issues the same signatures every step.
+struct IssueLayout {
+  bool issuable = false;
+  // Per result that is not a written argument: one layout, or one per element of a list.
+  std::vector<std::vector<MetaOutput>> fresh;
+  // Empty written arguments the op gives a contiguous shape (arange's out=): (index, sizes),
+  // resized by the host as it issues, so their new shape is visible at once.
+  std::vector<std::pair<size_t, std::vector<int64_t>>> resized;
+};
 
+MetaOutput describe(const at::Tensor& m) {
+  MetaOutput out;
+  if (!m.defined()) return out;
+  out.defined = true;
+  out.sizes = m.sizes().vec();
+  out.strides = m.strides().vec();
+  out.dtype = m.scalar_type();
+  return out;
+}
+
+// Runs the meta kernel on meta copies of the arguments at stack[first].
+IssueLayout ask_meta(const c10::OperatorHandle& op, const Plan& plan, const torch::jit::Stack& stack, size_t first,
+                     size_t nargs) {
+  IssueLayout layout;
   ToMeta to_meta;
   std::vector<c10::IValue> meta_args;
   meta_args.reserve(nargs);
   for (size_t i = 0; i < nargs; ++i) {
-    c10::IValue v = (*stack)[first + i];
+    c10::IValue v = stack[first + i];
     if (v.isDevice()) {
       if (v.toDevice().type() == kDevx) v = c10::IValue(c10::Device(c10::kMeta));
     } else {
@@ -336,40 +391,129 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
     op.redispatchBoxed(kMetaKeys, &meta_stack);
   } catch (const std::exception&) {
     // No meta kernel for these arguments, or an error: the native kernel, run inline, decides.
+    return layout;
+  }
+  // An argument the op resizes or restrides: its new layout must be visible at once. An empty
+  // tensor given a contiguous shape is resized by the host (no bytes to keep, no resize warning);
+  // the others run inline.
+  for (size_t i = 0; i < nargs; ++i) {
+    if (!(plan.written >> i & 1) || same_layout(stack[first + i], meta_args[i])) continue;
+    if (!stack[first + i].isTensor()) return layout;
+    const at::Tensor& arg = stack[first + i].toTensor();
+    const at::Tensor& m = meta_args[i].toTensor();
+    if (arg.numel() != 0 || !m.is_contiguous() || m.storage_offset() != arg.storage_offset()) return layout;
+    layout.resized.emplace_back(i, m.sizes().vec());
+  }
+  const c10::FunctionSchema& schema = op.schema();
+  for (size_t r = 0; r < schema.returns().size(); ++r) {
+    const auto* alias = schema.returns()[r].alias_info();
+    if (alias && alias->isWrite()) continue;
+    std::vector<MetaOutput>& out = layout.fresh.emplace_back();
+    auto add = [&](const at::Tensor& m) {
+      // A result on another device than meta (a CPU result) has no devx layout to promise.
+      if (m.defined() && !m.is_meta()) return false;
+      out.push_back(describe(m));
+      return true;
+    };
+    const c10::IValue& m = meta_stack[r];
+    if (m.isTensor()) {
+      if (!add(m.toTensor())) return IssueLayout();
+    } else {
+      for (const at::Tensor& e : m.toTensorList()) {
+        if (!add(e)) return IssueLayout();
+      }
+    }
+  }
+  layout.issuable = true;
+  return layout;
+}
+
+struct KeyHash {
+  size_t operator()(const MetaKey& key) const {
+    size_t h = 0;
+    for (int64_t v : key) h = h * 1000003 ^ std::hash<int64_t>{}(v);
+    return h;
+  }
+};
+
+// Per thread (the host's threads issue concurrently): no lock. Bounded: a signature seen once in
+// a while is asked again.
+constexpr size_t kMaxSignatures = 4096;
+
+const IssueLayout& layout_for(const c10::OperatorHandle& op, const Plan& plan, const torch::jit::Stack& stack,
+                              size_t first, size_t nargs) {
+  thread_local MetaKey key;
+  thread_local std::unordered_map<MetaKey, IssueLayout, KeyHash> layouts;
+  key.clear();
+  key.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(&op.schema())));
+  for (size_t i = 0; i < nargs; ++i) {
+    const c10::IValue& v = stack[first + i];
+    if (!plan.shape_from_values && (v.isDouble() || v.isComplexDouble())) {
+      // Of a floating-point value only its kind reaches type promotion (the optimizers' learning
+      // rates and bias corrections change every step).
+      key.push_back(v.isDouble() ? 4 : 6);
+      continue;
+    }
+    add_key(key, v);
+    // The offset is not in a tensor's key; a written argument's decides whether it keeps its layout.
+    if (plan.written >> i & 1) for_each_tensor(v, [&](const at::Tensor& t) { key.push_back(t.storage_offset()); });
+  }
+  auto it = layouts.find(key);
+  if (it != layouts.end()) return it->second;
+  IssueLayout layout = ask_meta(op, plan, stack, first, nargs);
+  if (layouts.size() >= kMaxSignatures) layouts.clear();
+  return layouts.emplace(key, std::move(layout)).first->second;
+}
+
+bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const size_t first = stack->size() - nargs;
+  const c10::DeviceIndex device = current_device();
+  if (plan.issuable && !plan.issuable(*stack, first)) return false;
+  // A generator of another device: the kernel, run inline, names it.
+  if (plan.draws) {
+    for (size_t i = first; i < stack->size(); ++i) {
+      const c10::IValue& v = (*stack)[i];
+      if (v.isGenerator() && v.toGenerator().defined() && v.toGenerator().device().type() != kDevx) return false;
+    }
+  }
+  if (!arguments_on_device(plan, *stack, first, nargs, device) || written_and_read(plan, *stack, first, nargs)) {
     return false;
   }
+  // The ops issuing runs itself (meta kernels that are decompositions, copies of CPU arguments)
+  // are not the user's: a profile shows only the op issued.
+  profiler::HiddenOps hidden_ops;
+
+  const IssueLayout& layout = layout_for(op, plan, *stack, first, nargs);
+  if (!layout.issuable) return false;
 
   std::vector<std::pair<size_t, c10::IValue>> written;
-  for (size_t i = 0; i < nargs; ++i) {
-    if (!argument_written(schema, i)) continue;
-    // An argument the op resizes or restrides: its new layout must be visible at once.
-    if (!same_layout((*stack)[first + i], meta_args[i])) return false;
-    written.emplace_back(i, (*stack)[first + i]);
+  if (plan.written != 0) {
+    for (size_t i = 0; i < nargs; ++i) {
+      if (plan.written >> i & 1) written.emplace_back(i, (*stack)[first + i]);
+    }
+    // Meta tensors have no addresses, so meta kernels cannot refuse overlapping writes; the kernel
+    // run inline does, at once, as on the CPU.
+    if (overlapping_writes(*stack, first, nargs, written)) return false;
+    for (const auto& [i, sizes] : layout.resized) (*stack)[first + i].toTensor().resize_(sizes);
   }
-  // Meta tensors have no addresses, so meta kernels cannot refuse overlapping writes; the kernel
-  // run inline does, at once, as on the CPU.
-  if (!written.empty() && overlapping_writes(*stack, first, nargs, written)) return false;
 
   const auto& returns = schema.returns();
-  std::vector<c10::IValue> results;
-  std::vector<size_t> fresh_index;
-  for (size_t r = 0; r < returns.size(); ++r) {
+  c10::SmallVector<c10::IValue, 4> results;
+  c10::SmallVector<size_t, 4> fresh_index;
+  for (size_t r = 0, f = 0; r < returns.size(); ++r) {
     if (const c10::IValue* arg = written_argument_for(schema, returns[r], written)) {
       results.push_back(*arg);
       continue;
     }
-    const c10::IValue& m = meta_stack[r];
-    if (m.isTensor()) {
-      std::optional<at::Tensor> t = allocate_like(m.toTensor());
-      if (!t) return false;
-      results.emplace_back(std::move(*t));
+    const std::vector<MetaOutput>& fresh = layout.fresh[f++];
+    if (returns[r].type()->kind() == c10::TypeKind::TensorType) {
+      results.emplace_back(allocate(fresh.at(0)));
     } else {
       c10::List<at::Tensor> list;
-      for (const at::Tensor& e : m.toTensorList()) {
-        std::optional<at::Tensor> t = allocate_like(e);
-        if (!t) return false;
-        list.push_back(std::move(*t));
-      }
+      list.reserve(fresh.size());
+      for (const MetaOutput& m : fresh) list.push_back(allocate(m));
       results.emplace_back(std::move(list));
     }
     fresh_index.push_back(r);
@@ -384,6 +528,7 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
     work.push_back(std::move(v));
   }
   std::vector<c10::IValue> targets;
+  targets.reserve(fresh_index.size());
   for (size_t r : fresh_index) {
     c10::IValue v = results[r];
     map_tensors(v, snapshot);
@@ -392,8 +537,10 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
   // The op's own kernel, then a copy into the results allocated here: out= overloads would save
   // the copy, but some resize or compute differently from their functional form (smooth_l1_loss).
   const DevxStream stream = getCurrentDevxStream(device);
+  if (plan.draws) note_issued_draw(device, stream.id());
   launch_host_work(stream, [op, work = std::move(work), targets = std::move(targets),
-                            fresh_index = std::move(fresh_index), stream, site = python_site()]() mutable {
+                            fresh_index = std::vector<size_t>(fresh_index.begin(), fresh_index.end()), stream,
+                            site = python_site()]() mutable {
     WorkerScope scope(stream);
     try {
       op.redispatchBoxed(kDevxKeys, &work);
@@ -404,7 +551,7 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
       throw std::runtime_error(c10::str(op.schema().operator_name(), " failed in its kernel (issued asynchronously",
                                         where, "): ", e.what_without_backtrace()));
     }
-    for (size_t k = 0; k < targets.size(); ++k) copy_result(targets[k], work[fresh_index[k]]);
+    for (size_t k = 0; k < targets.size(); ++k) copy_result(targets[k], work[fresh_index[k]], stream.device_index());
   });
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
   for (c10::IValue& v : results) stack->push_back(std::move(v));

@@ -1,7 +1,8 @@
 // Issuing ops on streams, for a vendor whose kernels are host functions on asynchronous streams
 // (vendor_api.h, async_host_streams: cpu_sim with DEVX_SIM_ASYNC=1).
 //
-// An op is issued, not run: its results' shapes come from its meta kernel on the calling thread,
+// An op is issued, not run: its results' shapes come from its meta kernel on the calling thread
+// (asked once per signature of arguments and remembered per thread: many meta kernels are Python),
 // fresh results are allocated there (in the caller's stream's pool), and the kernel itself,
 // followed by a copy of its results into those, is queued on the current stream with
 // launch_host_work. The op returns at once; host reads
@@ -12,8 +13,10 @@
 //     bytes stay allocated until the work has run.
 //   * Ops that cannot be issued run on the calling thread after waiting for the stream: those
 //     whose results' shapes depend on data (nonzero; a failing meta kernel), that return
-//     non-tensors, that draw random numbers (the generator must advance in host order), that
-//     resize a written argument, and those the vendor lacks (the CPU fallback synchronises).
+//     non-tensors, that resize a written argument, those whose meta kernel disagrees with the
+//     compute kernel for these arguments, and those the vendor lacks (the CPU fallback
+//     synchronises). Random ops are issued: draws stay in host order because every host access
+//     to a devx generator's state waits for the draws issued (generator.h).
 //     Views run at once without waiting: they touch no data. The vendor's own kernels are not
 //     issued: they queue themselves on the current stream.
 // Neither the issued work nor an op run inline goes through the diagnostics again.

@@ -67,9 +67,13 @@ DevxStatus ctx_philox_state(DevxKernelContext* ctx, DevxGenerator generator, uin
   if (!seed || !offset) return DEVX_ERROR_INVALID;
   at::Generator gen = generator ? *reinterpret_cast<const at::Generator*>(generator)
                                  : default_generator(static_cast<c10::DeviceIndex>(ctx->device));
+  // Drawn on the host as the kernel is called: after the draws of random ops issued before it.
+  wait_for_issued_draws(gen.device().index());
   auto* impl = gen.get<DevxGeneratorImpl>();
-  const at::Generator& cpu = impl->compute_generator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
+  at::Generator cpu = impl->compute_generator();
+  // The compute generator's lock, which ATen's kernels drawing from it take too: the devx
+  // generator's is held by Python's get_state, which may wait for this stream's draws.
+  std::lock_guard<std::mutex> lock(cpu.mutex());
   *seed = cpu.get<at::CPUGeneratorImpl>()->random64();
   *offset = 0;
   return DEVX_OK;

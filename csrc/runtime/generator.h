@@ -5,6 +5,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
+#include <c10/core/Stream.h>
 
 namespace devx {
 
@@ -32,6 +33,14 @@ class DevxGeneratorImpl final : public c10::GeneratorImpl {
 
 const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator make_generator(c10::DeviceIndex device);
+
+// Asynchronous streams (g_async_host_streams): a random op issued to a stream draws from its
+// generator when its kernel runs on the stream's worker. Draws stay in host order: the issuer
+// calls note_issued_draw as it issues one (which first waits for the draws issued to another
+// stream of the device), and every host access to a devx generator's state (seeding,
+// get/set_rng_state, clones, the own kernels' seeds) first waits for the draws issued.
+void note_issued_draw(c10::DeviceIndex device, c10::StreamId stream);
+void wait_for_issued_draws(c10::DeviceIndex device);
 
 // The generator to hand to the compute device's kernel for a devx op's `generator` argument
 // (the devx default generator of `device` when none was given).
