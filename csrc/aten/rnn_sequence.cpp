@@ -35,6 +35,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <type_traits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -180,6 +182,22 @@ class KernelSpan {
   std::optional<profiler::DeviceSpan> span_;
 };
 
+// Autograd nodes are held by std::shared_ptr up to torch 2.12 and by c10::intrusive_ptr since;
+// Edge::function says which.
+template <class T>
+using NodeRef = std::conditional_t<std::is_same_v<decltype(torch::autograd::Edge::function),
+                                                  std::shared_ptr<torch::autograd::Node>>,
+                                   std::shared_ptr<T>, c10::intrusive_ptr<T>>;
+
+template <class T, class... Args>
+NodeRef<T> make_node(Args&&... args) {
+  if constexpr (std::is_same_v<NodeRef<T>, std::shared_ptr<T>>) {
+    return std::make_shared<T>(std::forward<Args>(args)...);
+  } else {
+    return c10::make_intrusive<T>(std::forward<Args>(args)...);
+  }
+}
+
 // The backward of a whole-sequence op: the compute device's graph of the op, from the leaves
 // aliasing the devx arguments to the outputs the devx outputs alias.
 class WholeSequenceBackward final : public torch::autograd::Node {
@@ -257,9 +275,9 @@ std::vector<at::Tensor> run_whole_sequence(const char* op, const char* node_name
   ComputeScope scope;
   std::vector<at::Tensor> aliases;
   aliases.reserve(args.size());
-  c10::intrusive_ptr<WholeSequenceBackward> node;
+  NodeRef<WholeSequenceBackward> node;
   if (grad) {
-    node = c10::make_intrusive<WholeSequenceBackward>(node_name, op, current_device());
+    node = make_node<WholeSequenceBackward>(node_name, op, current_device());
     node->leaves_.resize(args.size());
   }
   for (size_t i = 0; i < args.size(); ++i) {
