@@ -1,14 +1,13 @@
+// The Python C API directly, not pybind11: this file is compiled with the bindings, and pybind11
+// would double its cost for a handful of calls.
 #include "python/frame_walker.h"
+
+#include <Python.h>
+#include <frameobject.h>
 
 #include <unordered_map>
 
-// Python.h (through pybind11) before frameobject.h, which does not include it.
-#include <pybind11/pybind11.h>
-#include <frameobject.h>
-
 #include "python/python_threads.h"
-
-namespace py = pybind11;
 
 namespace devx::python {
 namespace {
@@ -29,6 +28,12 @@ bool is_library_file(const std::string& file) {
   return false;
 }
 
+std::string utf8(PyObject* text) {
+  const char* s = text ? PyUnicode_AsUTF8(text) : nullptr;
+  if (!s) PyErr_Clear();
+  return s ? s : "";
+}
+
 // What python_site() knows of a code object: whether it is library code and its file name. The
 // cache holds a reference to each code object, so that a pointer is never reused by another, and is
 // read and written under the GIL only.
@@ -41,10 +46,29 @@ const CodeInfo& code_info(PyCodeObject* code) {
   static auto* cache = new std::unordered_map<PyCodeObject*, CodeInfo>();  // leaked: used during teardown
   auto it = cache->find(code);
   if (it != cache->end()) return it->second;
-  std::string file = py::cast<std::string>(py::handle(code->co_filename));
+  std::string file = utf8(code->co_filename);
   const bool library = is_library_file(file);
   Py_INCREF(code);
   return cache->emplace(code, CodeInfo{library, std::move(file)}).first->second;
+}
+
+// Holds the GIL for its scope.
+class Gil {
+ public:
+  Gil() : state_(PyGILState_Ensure()) {}
+  ~Gil() { PyGILState_Release(state_); }
+  Gil(const Gil&) = delete;
+  Gil& operator=(const Gil&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
+// Reports a Python error raised by `what` as Python reports errors it cannot raise, and clears it.
+void discard_error(const char* what) {
+  PyObject* context = PyUnicode_FromString(what);
+  PyErr_WriteUnraisable(context);
+  Py_XDECREF(context);
 }
 
 }  // namespace
@@ -57,7 +81,7 @@ void set_library_dirs(std::vector<std::string> dirs) {
 // once, and only the user's frame has its line computed.
 PythonSite python_site() {
   if (!may_read_python_frames()) return {};
-  py::gil_scoped_acquire gil;
+  Gil gil;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
   PythonSite site;
@@ -80,24 +104,29 @@ std::string python_location() {
 
 std::string python_stack() {
   if (!may_read_python_frames()) return "";
-  py::gil_scoped_acquire gil;
-  py::list frames = py::module_::import("traceback").attr("format_stack")();
+  Gil gil;
+  PyObject* traceback = PyImport_ImportModule("traceback");
+  PyObject* frames = traceback ? PyObject_CallMethod(traceback, "format_stack", nullptr) : nullptr;
+  Py_XDECREF(traceback);
   std::string out;
-  for (const auto& f : frames) out += "      " + py::cast<std::string>(f);
+  if (frames && PyList_Check(frames)) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(frames); ++i) out += "      " + utf8(PyList_GET_ITEM(frames, i));
+  } else {
+    discard_error("traceback.format_stack");
+  }
+  Py_XDECREF(frames);
   return out;
 }
 
 std::vector<PythonFrame> python_frames() {
   std::vector<PythonFrame> out;
   if (!may_read_python_frames()) return out;
-  py::gil_scoped_acquire gil;
+  Gil gil;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
   while (frame) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    const char* name = PyUnicode_AsUTF8(code->co_name);
-    out.push_back({file ? file : "", PyFrame_GetLineNumber(frame), name ? name : ""});
+    out.push_back({utf8(code->co_filename), PyFrame_GetLineNumber(frame), utf8(code->co_name)});
     Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
@@ -108,13 +137,18 @@ std::vector<PythonFrame> python_frames() {
 
 std::string python_module_path() {
   if (!may_read_python_frames()) return "";
-  py::gil_scoped_acquire gil;
-  try {
-    return py::cast<std::string>(py::module_::import("torch_devx._frames").attr("module_path")());
-  } catch (py::error_already_set& e) {
-    e.discard_as_unraisable("torch_devx._frames.module_path");
-    return "";
+  Gil gil;
+  PyObject* frames = PyImport_ImportModule("torch_devx._frames");
+  PyObject* path = frames ? PyObject_CallMethod(frames, "module_path", nullptr) : nullptr;
+  Py_XDECREF(frames);
+  std::string out;
+  if (path && PyUnicode_Check(path)) {
+    out = utf8(path);
+  } else if (!path) {
+    discard_error("torch_devx._frames.module_path");
   }
+  Py_XDECREF(path);
+  return out;
 }
 
 }  // namespace devx::python
