@@ -36,10 +36,18 @@ build: $(DEPS)
 demo: build
 	$(PY) examples/train_cuda_style.py
 
-# The passes (scripts/test_passes.py): the suite with synchronous streams, again with asynchronous
-# ones, and the tensor tests with CUDA mocking off; each runs even when one before it failed, and
-# each gets a summary line.
-test: build
+# GoogleTest for the C++ unit tests: Debian's libgtest-dev (headers, libraries, CMake config),
+# installed where it is missing.
+GTEST_HEADER := /usr/include/gtest/gtest.h
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+$(GTEST_HEADER):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgtest-dev
+
+# The passes (scripts/test_passes.py): the C++ unit tests of the core, the suite with synchronous
+# streams, again with asynchronous ones, and the tensor tests with CUDA mocking off; each runs even
+# when one before it failed, and each gets a summary line.
+test: build $(GTEST_HEADER)
 	$(PY) scripts/test_passes.py
 
 # The threaded tests under ThreadSanitizer, against a build of their own (build-tsan/).

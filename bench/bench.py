@@ -18,6 +18,7 @@ from typing import Callable
 import torch
 
 import torch_devx
+import cpp_loops
 from workloads import OPS, REAL_MODELS, op_maker, real_model_step_maker, run_json_child, step_maker, time_per_call
 
 
@@ -129,7 +130,8 @@ def main() -> None:
 
     # Runtime figures: the cost of one cached allocate/free pair (C++, no Python in the loop) and
     # how much memory a train step reserves beyond what it uses at its peak.
-    alloc_ns = statistics.median(torch_devx._C._time_alloc_free_ns(0, 4096, 200000) for _ in range(repeats))
+    loops = cpp_loops.load()
+    alloc_ns = statistics.median(loops.time_alloc_free_ns(0, 4096, 200000) for _ in range(repeats))
     results["runtime/alloc_free_pair_ns"] = {"value": alloc_ns}
     step = step_maker("devx")
     step()
@@ -153,10 +155,11 @@ def main() -> None:
             return lambda: a + a
         return make
 
-    # The generated wrapper as built against the same wrapper generated without the diagnostics
-    # gate (both in this build; C++ loop, no dispatcher, no Python), on small tensors.
+    # The generated wrapper against the same wrapper generated without the diagnostics gate (both
+    # generated with this build's wrappers, into bench/'s extension; C++ loop, no dispatcher, no
+    # Python), on small tensors.
     a = torch.randn(16, device="devx")
-    compiled = {op: torch_devx._C._time_wrapper_pair_ns(op, a, a, 20000, 3 if args.quick else 9)
+    compiled = {op: loops.time_wrapper_pair_ns(op, a, a, 20000, 3 if args.quick else 9)
                 for op in ("add.Tensor", "sub.Tensor")}
     for op, (with_gate, without) in compiled.items():
         results[f"diagnostics/wrapper_{op}_over_compiled_out"] = {"value": with_gate / without}

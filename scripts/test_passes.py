@@ -1,13 +1,15 @@
 """Runs the passes of `make test` one after another, each to its end even when an earlier one
 failed, then prints one summary line per pass and a total; exits 1 if any pass failed.
 
-Each pass is pytest with a progress line per test file. Its counts come from pytest's JUnit XML
-(written under build/test-results/), so they do not depend on parsing pytest's terminal output.
+The first pass builds and runs the C++ unit tests of the core (CMake target devx_core_tests,
+GoogleTest); the others are pytest with a progress line per test file. Counts come from the JUnit
+XML each writes (under build/test-results/), so they do not depend on parsing terminal output.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,6 +25,9 @@ class Pass(NamedTuple):
     env: dict[str, str]
     paths: list[str]
 
+
+# The C++ unit tests: a pass of their own, run before the Python suite.
+CPP_PASS = "cpp"
 
 # The suite runs with synchronous streams, then with asynchronous ones (ops return before their
 # kernels run), where missing synchronisation would show as wrong data; then the tensor tests
@@ -73,10 +78,35 @@ def run_pass(test_pass: Pass, results_dir: Path, pytest_args: list[str]) -> tupl
     return code, read_results(xml), time.monotonic() - start
 
 
+def run_cpp_pass(build_dir: Path, results_dir: Path) -> tuple[int, Optional[Result], float]:
+    """Configures the build folder again (GoogleTest may have been installed since `make build`
+    configured it), builds the unit tests and runs them."""
+    xml = results_dir / f"{CPP_PASS}.xml"
+    xml.unlink(missing_ok=True)
+    cmake = shutil.which("cmake", path=os.path.dirname(sys.executable)) or "cmake"
+    binary = build_dir / "devx_core_tests"
+    print(f"\n==== make test, pass {CPP_PASS}: {binary}", flush=True)
+    start = time.monotonic()
+    if not (build_dir / "CMakeCache.txt").exists():
+        print(f"no CMake build folder at {build_dir}: run `make build` first", flush=True)
+        return 1, None, time.monotonic() - start
+    configure = [cmake, "-S", str(REPO), "-B", str(build_dir)]
+    build = [cmake, "--build", str(build_dir), "--target", "devx_core_tests"]
+    for step, quiet in ((configure, True), (build, False)):
+        code = subprocess.call(step, cwd=REPO, stdout=subprocess.DEVNULL if quiet else None)
+        if code != 0:
+            print(f"{' '.join(step)} failed (exit code {code})", flush=True)
+            return code, None, time.monotonic() - start
+    code = subprocess.call([str(binary), f"--gtest_output=xml:{xml}"], cwd=REPO)
+    return code, read_results(xml), time.monotonic() - start
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", choices=[p.name for p in PASSES],
+    parser.add_argument("--only", action="append", choices=[CPP_PASS] + [p.name for p in PASSES],
                         help="run this pass only (repeatable); default: all")
+    parser.add_argument("--build-dir", type=Path, default=Path(os.environ.get("DEVX_BUILD_DIR", REPO / "build")),
+                        help="the CMake build folder of `make build`")
     parser.add_argument("--results-dir", type=Path, default=REPO / "build" / "test-results",
                         help="where the JUnit XML of each pass goes")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments, after --")
@@ -86,8 +116,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     lines = []
     totals = Result(0, 0, 0)
     failed_passes = 0
-    for test_pass in chosen:
-        code, result, seconds = run_pass(test_pass, args.results_dir, args.pytest_args)
+    runs = []
+    if not args.only or CPP_PASS in args.only:
+        runs.append((CPP_PASS, "exit code", lambda: run_cpp_pass(args.build_dir, args.results_dir)))
+    runs += [(p.name, "pytest exit code", lambda p=p: run_pass(p, args.results_dir, args.pytest_args)) for p in chosen]
+    for name, what_failed, run in runs:
+        code, result, seconds = run()
         ok = code == 0 and result is not None
         failed_passes += not ok
         if result is None:
@@ -95,12 +129,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         else:
             counts = describe(result)
             totals = Result(*(a + b for a, b in zip(totals, result)))
-        verdict = "ok" if ok else f"FAILED (pytest exit code {code})"
-        lines.append(f"pass {test_pass.name}: {counts} in {seconds:.0f} s: {verdict}")
+        verdict = "ok" if ok else f"FAILED ({what_failed} {code})"
+        lines.append(f"pass {name}: {counts} in {seconds:.0f} s: {verdict}")
     print("\n==== make test summary")
     for line in lines:
         print(line)
-    print(f"{failed_passes} of {len(chosen)} passes failed" if failed_passes else f"all {len(chosen)} passes ok")
+    print(f"{failed_passes} of {len(runs)} passes failed" if failed_passes else f"all {len(runs)} passes ok")
     # Last, alone on its line: the total in the form CI reads ("N passed, N failed").
     print(f"total: {describe(totals)}", flush=True)
     return 1 if failed_passes else 0

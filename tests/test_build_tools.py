@@ -91,3 +91,20 @@ def test_every_pass_runs_and_a_failed_one_fails_the_run(tmp_path):
     assert summary[1].startswith("pass async: no results in ") and summary[1].endswith("FAILED (pytest exit code 4)")
     assert summary[2].startswith("pass mock-off: no results in ") and summary[2].endswith("FAILED (pytest exit code 4)")
     assert summary[3:] == ["2 of 2 passes failed", "total: 0 passed, 0 failed, 0 skipped"]
+
+
+def test_the_cpp_pass_without_a_build_folder_fails_and_says_so(tmp_path):
+    code = f"""
+        import sys
+        sys.argv = ["test_passes.py", "--only", "cpp", "--build-dir", {str(tmp_path / "no-build")!r},
+                    "--results-dir", {str(tmp_path)!r}]
+        sys.path.insert(0, {str(REPO / "scripts")!r})
+        import test_passes
+        sys.exit(test_passes.main())
+    """
+    proc = run_python(code)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"no CMake build folder at {tmp_path / 'no-build'}: run `make build` first" in proc.stdout
+    summary = proc.stdout.splitlines()[-4:]
+    assert summary[1].startswith("pass cpp: no results in ") and summary[1].endswith("FAILED (exit code 1)")
+    assert summary[2:] == ["1 of 1 passes failed", "total: 0 passed, 0 failed, 0 skipped"]

@@ -103,23 +103,4 @@ const c10::BoxedKernel& fallback_kernel() {
   return kernel;
 }
 
-namespace {
-
-std::map<std::string, WrapperPair>& bench_table() {
-  static std::map<std::string, WrapperPair> table;
-  return table;
-}
-
-}  // namespace
-
-void register_bench_wrappers(const char* op, WrapperPair pair) {
-  bench_table()[op] = pair;
-}
-
-WrapperPair bench_wrappers(const std::string& op) {
-  auto it = bench_table().find(op);
-  TORCH_CHECK_VALUE(it != bench_table().end(), "devx: no benchmark wrapper pair for '", op, "'");
-  return it->second;
-}
-
 }  // namespace devx

@@ -38,17 +38,6 @@ std::string op_overload_name(int op);
 // Index of `name` in the generated table, -1 if it has no generated wrapper.
 int op_index(const c10::OperatorName& name);
 
-// For the benchmark of what the diagnostics cost when off: generated wrappers of a few binary ops
-// (self, other, alpha), each paired with the same wrapper generated without the diagnostics gate.
-using BinaryWrapper = at::Tensor (*)(c10::DispatchKeySet, const at::Tensor&, const at::Tensor&, const c10::Scalar&);
-struct WrapperPair {
-  BinaryWrapper with_diagnostics;
-  BinaryWrapper without_diagnostics;
-};
-void register_bench_wrappers(const char* op, WrapperPair pair);
-// Throws if `op` has no pair.
-WrapperPair bench_wrappers(const std::string& op);
-
 // The boxed CPU fallback, as a kernel the generated wrappers can call with unboxed arguments.
 const c10::BoxedKernel& fallback_kernel();
 

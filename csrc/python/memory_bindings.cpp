@@ -1,11 +1,9 @@
 // Bindings of the memory history: snapshots as the dicts of torch.cuda.memory._snapshot(), the
-// timeline as rows, and the provider of Python frames the history records.
+// timeline as rows.
 #include "python/memory_bindings.h"
 
-#include <frameobject.h>
 #include <pybind11/stl.h>
 
-#include "python/python_threads.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/settings.h"
@@ -18,25 +16,6 @@ namespace py = pybind11;
 namespace devx {
 
 namespace {
-
-std::vector<PythonFrame> capture_python_frames() {
-  std::vector<PythonFrame> out;
-  if (!python::may_read_python_frames()) return out;
-  py::gil_scoped_acquire gil;
-  PyFrameObject* frame = PyEval_GetFrame();
-  Py_XINCREF(frame);
-  while (frame) {
-    PyCodeObject* code = PyFrame_GetCode(frame);
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    const char* name = PyUnicode_AsUTF8(code->co_name);
-    out.push_back({file ? file : "", PyFrame_GetLineNumber(frame), name ? name : ""});
-    Py_DECREF(code);
-    PyFrameObject* back = PyFrame_GetBack(frame);
-    Py_DECREF(frame);
-    frame = back;
-  }
-  return out;
-}
 
 py::list frames_list(const history::StackPtr& stack) {
   py::list out;
@@ -151,7 +130,6 @@ void record_history(bool enabled, bool trace, const std::string& context, bool c
 }  // namespace
 
 void bind_memory(py::module_& m) {
-  set_python_frames_hook(&capture_python_frames);
   m.def("_record_memory_history", &record_history, py::arg("enabled"), py::arg("trace"), py::arg("context"),
         py::arg("cpp_frames"), py::arg("max_entries"), py::arg("clear"));
   m.def("_memory_snapshot", &snapshot);
