@@ -425,8 +425,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::reduce_scatter_tensor_coalesced
     in_views = engine_views(inputs);
   }
   auto out_views = engine_views(outputs);
+  // COALESCED, as all_gather_into_tensor_coalesced: torch before 2.13 has no
+  // REDUCE_SCATTER_TENSOR_COALESCED, and the name carries the op.
   return wrap([&] { return engine.reduce_scatter_tensor_coalesced(out_views, in_views, o); }, outputs,
-              c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced");
+              c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::alltoall_base(at::Tensor& output, at::Tensor& input,
