@@ -76,7 +76,8 @@ PROBES = {
     "run_with_rng_state:": lambda: rng.run_with_rng_state.py_kernels[DispatchKey.BackendSelect],
     "atexit:": exit_callbacks,
     "ATen's CUDA dispatch key": lambda: (cuda_factory(), torch.cuda.is_available()),
-    "torch.compiler's default backend": torch.compiler.get_default_backend,
+    # torch before 2.12 has no default-backend hook (torch_devx then changes nothing there).
+    "torch.compiler's default backend": getattr(torch.compiler, "get_default_backend", lambda: None),
     "environment:": lambda: dict(os.environ),
 }
 listed = json.loads(os.environ["EFFECTS"])

@@ -382,8 +382,8 @@ def test_diagnostics_see_sparse_nested_and_quantized_ops(devx, capfd):
         torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(1, 3)], device="devx").relu()
         torch.quantize_per_tensor(x.to("devx"), 0.1, 0, torch.qint8).int_repr()
     finally:
-        diagnostics.set_autocompare(False)
-        diagnostics.set_dump_op_args(0)
+        for name in ("DIPU_AUTOCOMPARE", "DIPU_AUTOCOMPARE_RAISE", "DIPU_DUMP_OP_ARGS"):
+            diagnostics.set_setting(name, None)  # back to the environment's value, as before the test
     stats = diagnostics.autocompare_stats()
     diagnostics.reset_autocompare_stats()  # no summary table at the test process's exit
     for op in ("_to_sparse", "add.Tensor", "is_coalesced", "relu", "quantize_per_tensor", "int_repr"):

@@ -7,6 +7,7 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/util/SmallVector.h>
 
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -23,6 +24,7 @@
 #include "runtime/generator.h"
 #include "runtime/memcpy.h"
 #include "runtime/python_hooks.h"
+#include "runtime/sanitizer.h"
 #include "runtime/stream.h"
 #include "runtime/sync_debug.h"
 
@@ -314,8 +316,16 @@ void copy_result(const c10::IValue& target, const c10::IValue& result, c10::Devi
     TORCH_CHECK(dst.sizes() == src.sizes() && dst.dtype() == src.dtype(), "devx: an issued kernel returned ",
                 src.sizes(), " ", src.dtype(), " where its meta kernel promised ", dst.sizes(), " ", dst.dtype());
     // Laid out alike and dense, the bytes are one block: copied as such, without dispatching copy_.
+    // Where the compute device is the CPU this move is the simulator's own (a GPU's kernel writes
+    // its result in place), not a vendor call the user made: a plain copy, which
+    // DEVX_SIM_FAULTS does not fail and runtime tracing does not report.
     if (src.device() == dst.device() && dst.strides() == src.strides() && dst.is_non_overlapping_and_dense()) {
-      copy_device_bytes(dst.data_ptr(), src.data_ptr(), dst.nbytes(), device);
+      if (g_vendor->compute_device_type == static_cast<int>(c10::kCPU)) {
+        sanitizer::DeviceAccess access;
+        std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+      } else {
+        copy_device_bytes(dst.data_ptr(), src.data_ptr(), dst.nbytes(), device);
+      }
     } else {
       dst.copy_(src);
     }

@@ -50,17 +50,13 @@ DevxStatus Stream::submit(Work work) {
   if (runs_now()) {
     return run_now(device_, [](void* w) { (*static_cast<Work*>(w))(); }, &work);
   }
-  bool wake;
   {
     std::lock_guard lock(mu_);
     if (stop_) return fail(DEVX_ERROR, "cpu_sim stream used after it was shut down");
     queue_.push_back(std::move(work));
     ++submitted_;
-    // A worker that is busy takes this item when it is done: waking it costs the host a system
-    // call per op.
-    wake = worker_idle_;
   }
-  if (wake) work_cv_.notify_one();
+  work_cv_.notify_one();
   return DEVX_OK;
 }
 
@@ -71,9 +67,7 @@ DevxStatus Stream::synchronize() {
   }
   std::unique_lock lock(mu_);
   const uint64_t target = submitted_;
-  ++waiters_;
   done_cv_.wait(lock, [&] { return completed_ >= target || exited_; });
-  --waiters_;
   if (error_.empty()) return DEVX_OK;
   const std::string error = std::move(error_);
   error_.clear();
@@ -152,25 +146,19 @@ void Stream::run_worker(std::shared_ptr<Stream> /*keep_alive*/) {
     Work work;
     {
       std::unique_lock lock(mu_);
-      if (!stop_ && queue_.empty()) {
-        worker_idle_ = true;
-        work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        worker_idle_ = false;
-      }
+      work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (stop_) return;
       work = std::move(queue_.front());
       queue_.pop_front();
     }
     std::string error = run_catching(work);
     work = nullptr;  // drop what it captured (events) before anyone sees it complete
-    bool waited_for;
     {
       std::lock_guard lock(mu_);
       ++completed_;
       if (!error.empty() && error_.empty()) error_ = std::move(error);
-      waited_for = waiters_ > 0;
     }
-    if (waited_for) done_cv_.notify_all();
+    done_cv_.notify_all();
   }
 }
 

@@ -73,8 +73,6 @@ class Stream : public std::enable_shared_from_this<Stream> {
   uint64_t completed_ = 0;
   std::string error_;            // first exception since the last synchronize
   Event* waiting_on_ = nullptr;  // what wait_event is blocked on, for stop_worker to wake
-  bool worker_idle_ = false;     // the worker waits for work_cv_
-  int waiters_ = 0;              // threads waiting for done_cv_ in synchronize()
   bool exited_ = false;
   std::atomic<bool> stop_{false};
 };
