@@ -277,6 +277,25 @@ def _outcome(fn):
         return type(e)
 
 
+def _compare_samples(op, samples, outcome, mismatches) -> int:
+    """Runs each sample on the CPU and on devx: the same exception type on both, or bit-equal
+    results. Appends what differs to `mismatches`; returns how many results were compared."""
+    compared = 0
+    for s in samples:
+        expected = outcome(lambda: op(s.input, *s.args, **s.kwargs))
+        got = outcome(lambda: op(_to(s.input, "devx"), *_to(s.args, "devx"), **_to(s.kwargs, "devx")))
+        if isinstance(expected, type) or isinstance(got, type):
+            if expected is not got:
+                mismatches.append(f"{op.name}: cpu {expected!r}, devx {got!r}")
+            continue
+        try:
+            torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+            compared += 1
+        except AssertionError as e:
+            mismatches.append(f"{op.name}: {str(e).splitlines()[0]}")
+    return compared
+
+
 @pytest.mark.parametrize("layout", SPARSE_OPINFO_LAYOUTS)
 def test_sparse_opinfo_samples_match_the_cpu(layout):
     from torch.testing._internal.common_methods_invocations import op_db
@@ -291,18 +310,7 @@ def test_sparse_opinfo_samples_match_the_cpu(layout):
             samples = list(op.sample_inputs_sparse(torch_layout, "cpu", torch.float32))
         except (NotImplementedError, unittest.SkipTest):  # no sample function, or no samples, for this layout
             continue
-        for s in samples:
-            expected = _outcome(lambda: op(s.input, *s.args, **s.kwargs))
-            got = _outcome(lambda: op(_to(s.input, "devx"), *_to(s.args, "devx"), **_to(s.kwargs, "devx")))
-            if isinstance(expected, type) or isinstance(got, type):
-                if expected is not got:
-                    mismatches.append(f"{op.name}: cpu {expected!r}, devx {got!r}")
-                continue
-            try:
-                torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
-                compared += 1
-            except AssertionError as e:
-                mismatches.append(f"{op.name}: {str(e).splitlines()[0]}")
+        compared += _compare_samples(op, samples, _outcome, mismatches)
     assert not mismatches, "\n".join(mismatches)
     assert compared >= 100
 
@@ -353,18 +361,7 @@ def test_nested_opinfo_samples_match_the_cpu():
         except (NotImplementedError, unittest.SkipTest, RuntimeError):  # no NJT samples for this op
             continue
         # The first samples of each op cover its argument forms; all of them take minutes.
-        for s in samples[:2]:
-            expected = _nested_outcome(lambda: op(s.input, *s.args, **s.kwargs))
-            got = _nested_outcome(lambda: op(_to(s.input, "devx"), *_to(s.args, "devx"), **_to(s.kwargs, "devx")))
-            if isinstance(expected, type) or isinstance(got, type):
-                if expected is not got:
-                    mismatches.append(f"{op.name}: cpu {expected!r}, devx {got!r}")
-                continue
-            try:
-                torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
-                compared += 1
-            except AssertionError as e:
-                mismatches.append(f"{op.name}: {str(e).splitlines()[0]}")
+        compared += _compare_samples(op, samples[:2], _nested_outcome, mismatches)
     assert not mismatches, "\n".join(mismatches)
     assert compared >= 300
 
