@@ -427,3 +427,34 @@ def test_a_child_forked_after_devx_was_used_gets_the_fork_error_at_once():
                                   env=child_env(DEVX_SIM_ASYNC=mode), cwd=str(REPO), capture_output=True,
                                   text=True, timeout=120)
             assert proc.returncode == 0 and "OK" in proc.stdout, (mode, what, proc.stdout, proc.stderr)
+
+
+def test_waits_for_the_stream_release_the_gil():
+    # UntypedStorage.copy_ waits for the stream holding the GIL. The stream's last item drops the
+    # last reference but one to a storage that has a Python object, which takes the GIL: unless
+    # the wait releases it, neither side ever goes on (as the thread releasing the hold cannot).
+    run_async("""
+import time
+from torch_devx import _C
+
+x = torch.arange(4.0, device="devx")
+storage = x.untyped_storage()
+torch.devx.synchronize()
+stream = torch.devx.current_stream()
+token = _C._hold_stream(stream.device_index, stream.stream_id)
+y = x + 1
+del x
+waiting = threading.Event()
+
+def release():
+    waiting.wait()
+    time.sleep(0.1)  # the main thread is in the wait by now, or holds the GIL for good
+    _C._release_stream(token)
+
+releaser = threading.Thread(target=release)
+releaser.start()
+waiting.set()
+assert storage.cpu().tolist() == list(torch.arange(4.0).untyped_storage().tolist())
+releaser.join()
+assert y.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+""")

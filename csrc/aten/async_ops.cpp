@@ -80,20 +80,26 @@ bool runs_natively(const c10::OperatorHandle& op) {
   return is_long_tail_op(op.operator_name());
 }
 
+bool full_precision_input(const torch::jit::Stack& stack, size_t first) {
+  const c10::IValue& input = stack[first];
+  if (!input.isTensor()) return false;
+  const c10::ScalarType dtype = input.toTensor().scalar_type();
+  return dtype == c10::kFloat || dtype == c10::kDouble;
+}
+
 // native_batch_norm / _native_batch_norm_legit(input, weight, bias, running_mean, running_var,
-// training, ...): outside training the CPU kernel's saved statistics are empty, the meta kernel's not.
+// training, ...): outside training the CPU kernel's saved statistics are empty, the meta kernel's
+// not; the CPU kernel's statistics of reduced-precision inputs follow the parameters' dtype, the
+// meta kernel's are float.
 bool batch_norm_training(const torch::jit::Stack& stack, size_t first) {
   const c10::IValue& training = stack[first + 5];
-  return training.isBool() && training.toBool();
+  return training.isBool() && training.toBool() && full_precision_input(stack, first);
 }
 
 // native_layer_norm(input, normalized_shape, weight, bias, eps): the CPU kernel's statistics of
 // reduced-precision inputs are float, the meta kernel's of the input's dtype.
 bool layer_norm_full_precision(const torch::jit::Stack& stack, size_t first) {
-  const c10::IValue& input = stack[first];
-  if (!input.isTensor()) return false;
-  const c10::ScalarType dtype = input.toTensor().scalar_type();
-  return dtype == c10::kFloat || dtype == c10::kDouble;
+  return full_precision_input(stack, first);
 }
 
 Plan make_plan(const c10::OperatorHandle& op) {

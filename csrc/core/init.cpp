@@ -26,6 +26,7 @@ void init_core(const std::vector<std::string>& vendor_paths, bool requested, con
   set_python_frames_hook(hooks.frames);
   set_python_site_hook(hooks.site);
   set_python_module_hook(hooks.module_path);
+  set_gil_hooks(hooks.release_gil, hooks.restore_gil);
   trace::reload();
   diag::set_override_runner(hooks.override_runner);
   sanitizer::set_host_access_notifier(hooks.notify_host_access);

@@ -24,6 +24,9 @@ struct HostHooks {
   // Called from a signal handler when the sanitizer finds host code touching device memory:
   // must be async-signal-safe (runtime/sanitizer.h).
   int (*notify_host_access)() = nullptr;
+  // Release and take back Python's GIL around waits for device work (runtime/python_hooks.h).
+  void* (*release_gil)() = nullptr;
+  void (*restore_gil)(void*) = nullptr;
 };
 
 // Loads a vendor library (one of `vendor_paths`; `requested`: the user named it, so failing to

@@ -12,6 +12,7 @@
 #include "runtime/device.h"
 #include "runtime/exception.h"
 #include "runtime/vendor.h"
+#include "runtime/python_hooks.h"
 
 namespace devx::profiler {
 
@@ -94,7 +95,10 @@ void destroy_anchors_locked() {
 }
 
 int64_t to_unix_ns(const Anchor& anchor, DevxEventHandle event) {
-  DEVX_VENDOR_CHECK(g_vendor->event_synchronize(event));
+  {
+    WithoutGil without_gil;
+    DEVX_VENDOR_CHECK(g_vendor->event_synchronize(event));
+  }
   float ms = 0;
   DEVX_VENDOR_CHECK(g_vendor->event_elapsed_ms(anchor.event, event, &ms));
   return anchor.unix_ns + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
@@ -229,6 +233,7 @@ void start_recording() {
     Anchor anchor;
     anchor.event = timed_event_on(d, getDefaultDevxStream(d).handle());
     anchor.unix_ns = unix_now_ns();
+    WithoutGil without_gil;
     DEVX_VENDOR_CHECK(g_vendor->event_synchronize(anchor.event));
     g_anchors.push_back(anchor);
   }

@@ -9,6 +9,7 @@
 #include "runtime/exception.h"
 #include "runtime/stream.h"
 #include "runtime/vendor.h"
+#include "runtime/python_hooks.h"
 
 namespace devx::profiler {
 namespace {
@@ -31,8 +32,11 @@ class DevxProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
   float elapsed(const ProfilerVoidEventStub* event, const ProfilerVoidEventStub* event2) const override {
     auto first = static_cast<DevxEventHandle>(event->get());
     auto second = static_cast<DevxEventHandle>(event2->get());
-    DEVX_VENDOR_CHECK(g_vendor->event_synchronize(first));
-    DEVX_VENDOR_CHECK(g_vendor->event_synchronize(second));
+    {
+      WithoutGil without_gil;
+      DEVX_VENDOR_CHECK(g_vendor->event_synchronize(first));
+      DEVX_VENDOR_CHECK(g_vendor->event_synchronize(second));
+    }
     float ms = 0;
     DEVX_VENDOR_CHECK(g_vendor->event_elapsed_ms(first, second, &ms));
     return ms * 1000.0f;

@@ -86,6 +86,16 @@ int schedule_host_access_report() {
   return Py_AddPendingCall(&raise_host_accesses, nullptr);
 }
 
+void* release_gil() {
+  // While the interpreter is torn down no other thread may take the GIL: nothing to release it for.
+  if (!Py_IsInitialized() || devx::python::interpreter_finalizing() || !PyGILState_Check()) return nullptr;
+  return PyEval_SaveThread();
+}
+
+void restore_gil(void* saved) {
+  PyEval_RestoreThread(static_cast<PyThreadState*>(saved));
+}
+
 void init(const std::vector<std::string>& vendor_paths, bool requested) {
   devx::HostHooks hooks;
   hooks.line = &devx::python::python_location;
@@ -95,6 +105,8 @@ void init(const std::vector<std::string>& vendor_paths, bool requested) {
   hooks.module_path = &devx::python::python_module_path;
   hooks.override_runner = &devx::python::run_override;
   hooks.notify_host_access = &schedule_host_access_report;
+  hooks.release_gil = &release_gil;
+  hooks.restore_gil = &restore_gil;
   devx::init_core(vendor_paths, requested, hooks);
 }
 

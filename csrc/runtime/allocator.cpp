@@ -22,6 +22,7 @@
 #include "runtime/sanitizer.h"
 #include "runtime/stream.h"
 #include "runtime/vendor.h"
+#include "runtime/python_hooks.h"
 
 namespace devx {
 
@@ -108,6 +109,7 @@ void free_allocation(void* ptr) {
 
 // Waits for the events of pending blocks, without the lock (see DeviceBlocks::begin_wait).
 void wait_for(const std::vector<DevxEventHandle>& events) {
+  WithoutGil without_gil;
   for (DevxEventHandle event : events) g_vendor->event_synchronize(event);
 }
 
@@ -131,7 +133,11 @@ void release_free_segments(DeviceBlocks& blocks, c10::DeviceIndex device, std::u
   std::vector<Block*> segments = blocks.detach_free_segments();
   if (segments.empty()) return;
   lock.unlock();
-  const DevxStatus status = g_vendor->device_synchronize(device);
+  DevxStatus status;
+  {
+    WithoutGil without_gil;
+    status = g_vendor->device_synchronize(device);
+  }
   lock.lock();
   // A failed kernel still ended: its error is reported, after the memory is back.
   blocks.free_segments(segments);

@@ -3,6 +3,7 @@
 #include "runtime/exception.h"
 #include "runtime/sanitizer.h"
 #include "runtime/vendor.h"
+#include "runtime/python_hooks.h"
 
 namespace devx {
 
@@ -55,7 +56,10 @@ void set_device(c10::DeviceIndex index) {
 
 void synchronize_device(c10::DeviceIndex index) {
   check_device_index(index);
-  DEVX_VENDOR_CHECK(g_vendor->device_synchronize(index));
+  {
+    WithoutGil without_gil;
+    DEVX_VENDOR_CHECK(g_vendor->device_synchronize(index));
+  }
   if (C10_UNLIKELY(sanitizer::enabled())) sanitizer::check_all("at synchronize");
 }
 

@@ -11,6 +11,7 @@
 #include "runtime/stream.h"
 #include "runtime/vendor.h"
 #include "runtime/sync_debug.h"
+#include "runtime/python_hooks.h"
 
 namespace devx {
 
@@ -98,7 +99,9 @@ struct DevxGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (event) g_vendor->event_destroy(static_cast<DevxEventHandle>(event));
   }
   void synchronizeEvent(void* event) const override {
-    if (event) DEVX_VENDOR_CHECK(g_vendor->event_synchronize(static_cast<DevxEventHandle>(event)));
+    if (!event) return;
+    WithoutGil without_gil;
+    DEVX_VENDOR_CHECK(g_vendor->event_synchronize(static_cast<DevxEventHandle>(event)));
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     TORCH_CHECK(start && end, "devx: both events must be recorded before elapsed_time");

@@ -35,6 +35,25 @@ std::string python_module_path() {
   return module_path ? module_path() : std::string();
 }
 
+namespace {
+std::atomic<void* (*)()> g_release_gil{nullptr};
+std::atomic<void (*)(void*)> g_restore_gil{nullptr};
+}  // namespace
+
+void set_gil_hooks(void* (*release)(), void (*restore)(void*)) {
+  g_restore_gil.store(restore, std::memory_order_release);
+  g_release_gil.store(release, std::memory_order_release);
+}
+
+WithoutGil::WithoutGil() {
+  void* (*release)() = g_release_gil.load(std::memory_order_acquire);
+  saved_ = release ? release() : nullptr;
+}
+
+WithoutGil::~WithoutGil() {
+  if (saved_) g_restore_gil.load(std::memory_order_acquire)(saved_);
+}
+
 void set_python_hooks(std::function<std::string()> line, std::function<std::string()> stack) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_line = std::move(line);

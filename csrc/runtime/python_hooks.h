@@ -39,4 +39,24 @@ PythonSite python_site();
 void set_python_module_hook(std::string (*module_path)());
 std::string python_module_path();
 
+// Waiting for device work while holding Python's GIL deadlocks when that work needs the GIL: a
+// stream's worker dropping the last reference but one to a tensor or storage that has a Python
+// object decrefs that object (torch's PyObject preservation), and bindings such as
+// UntypedStorage.copy_ or the legacy sparse constructors call into devx without releasing it.
+// Every wait for device work (stream, event and device synchronisation) runs in this scope,
+// which releases the GIL if the calling thread holds it; without Python it does nothing.
+class WithoutGil {
+ public:
+  WithoutGil();
+  ~WithoutGil();
+  WithoutGil(const WithoutGil&) = delete;
+  WithoutGil& operator=(const WithoutGil&) = delete;
+
+ private:
+  void* saved_;
+};
+// release: releases the GIL if this thread holds it and returns what restore needs (nullptr if
+// it did nothing).
+void set_gil_hooks(void* (*release)(), void (*restore)(void*));
+
 }  // namespace devx

@@ -9,6 +9,7 @@
 
 #include "runtime/exception.h"
 #include "runtime/vendor.h"
+#include "runtime/python_hooks.h"
 
 namespace devx {
 
@@ -101,6 +102,7 @@ bool DevxStream::query() const {
 }
 
 void DevxStream::synchronize() const {
+  WithoutGil without_gil;
   DEVX_VENDOR_CHECK(g_vendor->stream_synchronize(handle()));
 }
 
