@@ -35,6 +35,15 @@ _FACTORIES = (
     "randn", "randn_like", "randperm", "range", "scalar_tensor", "tensor", "tril_indices",
     "triu_indices", "zeros", "zeros_like",
 )
+# Other entry points that take a device (window functions, fft frequencies, sparse and nested
+# constructors): on a torch built with CUDA they are wrapped as the factories are.
+_MORE_FACTORIES = (
+    ("", ("asarray", "empty_permuted", "normal", "hann_window", "hamming_window", "bartlett_window",
+          "blackman_window", "kaiser_window", "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor",
+          "sparse_bsr_tensor", "sparse_bsc_tensor", "sparse_compressed_tensor")),
+    ("fft", ("fftfreq", "rfftfreq")),
+    ("nested", ("nested_tensor", "as_nested_tensor", "nested_tensor_from_jagged")),
+)
 _TENSOR_NEW = ("new_empty", "new_empty_strided", "new_full", "new_ones", "new_tensor", "new_zeros")
 _CUDA_FUNCS = (
     "_is_in_bad_fork", "current_device", "device", "device_count", "device_of", "empty_cache", "get_device_capability",
@@ -302,6 +311,11 @@ def enable() -> None:
         for name in _FACTORIES:
             if hasattr(torch, name):
                 _patch(torch, name, _device_kwarg)
+        for module, names in _MORE_FACTORIES:
+            owner = getattr(torch, module) if module else torch
+            for name in names:
+                if hasattr(owner, name):
+                    _patch(owner, name, _device_kwarg)
         for name in _TENSOR_NEW:
             _patch(torch.Tensor, name, _device_kwarg)
     _patch(torch, "set_default_device", _device_first)
