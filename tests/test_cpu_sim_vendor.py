@@ -184,9 +184,55 @@ def test_table(lib_path: Path) -> None:
     assert api.collective_engine == b"gloo"
     # Its own kernels are offered unless DEVX_SIM_KERNELS=aten (the default), read by init().
     assert api.kernels[0].op is None and api.kernels[0].fn is None
-    functions = [name for name, _ in DEVICE_FUNCTIONS] + ["op_supported", "async_host_streams"]
+    functions = [name for name, _ in DEVICE_FUNCTIONS] + ["op_supported", "async_host_streams", "host_access"]
     missing = [name for name in functions if not getattr(api, name)]
     assert not missing, f"null entries: {missing}"
+    host_access = api.host_access.contents
+    missing = [name for name, _ in host_access._fields_ if not getattr(host_access, name)]
+    assert not missing, f"null host_access entries: {missing}"
+
+
+def test_host_access_is_recorded_outside_device_work_only(run_sim: RunSim) -> None:
+    # The table's host_access on its own, without the core: cpu_sim memory is host memory, so a
+    # watched range is closed to host code, which is let through and recorded.
+    proc = run_sim("""
+        import platform
+        from vendor_abi import AccessKind, HostAccess
+        watch = api.host_access.contents
+        page = c_size_t()
+        sim.check(watch.start(byref(page)))
+        raw = sim.malloc(0, 3 * page.value)
+        base = (raw + page.value - 1) // page.value * page.value
+        sim.check(api.memset_sync(base, 0xAB, page.value))
+        sim.fails(watch.watch(base + 1, page.value, 0), Status.INVALID, "not whole pages")
+        sim.check(watch.watch(base, page.value, 7))
+        sim.fails(watch.watch(base, page.value, 7), Status.INVALID, "watched already")
+        records = (HostAccess * 8)()
+        dropped = ctypes.c_uint64()
+
+        def take():
+            n = watch.take(records, 8, byref(dropped))
+            return [(r.address - base, r.range == base, r.tag, r.kind) for r in records[:n]]
+
+        print("READ", ctypes.string_at(base + 5, 2).hex())       # let through
+        x86 = platform.machine() in ("x86_64", "AMD64")
+        print("TOOK", take() == [(5, True, 7, AccessKind.READ if x86 else AccessKind.UNKNOWN)], dropped.value)
+        watch.set_tag(base, 9)
+        ctypes.memmove(base + 9, b"\x01", 1)                    # closed again by take()
+        print("WROTE", take() == [(9, True, 9, AccessKind.WRITE if x86 else AccessKind.UNKNOWN)])
+        sim.check(watch.enter_device_work())                      # device work: not host code's
+        ctypes.memmove(base + 10, b"\x02", 1)
+        watch.leave_device_work()
+        print("DEVICE", take())
+        watch.unwatch(base)
+        print("UNWATCHED", ctypes.string_at(base + 8, 4).hex(), take())
+        sim.check(api.free(0, raw))
+        """)
+    assert "READ abab" in proc.stdout
+    assert "TOOK True 0" in proc.stdout
+    assert "WROTE True" in proc.stdout
+    assert "DEVICE []" in proc.stdout
+    assert "UNWATCHED ab0102ab []" in proc.stdout
 
 
 def test_only_the_entry_symbol_is_exported(lib_path: Path) -> None:

@@ -139,3 +139,45 @@ def test_a_kernel_error_names_the_vendor_and_the_kernel(compiler: str, tmp_path:
     assert_child_ok(proc)
     assert "vendor skeleton kernel add.out (for add.Tensor) failed (DEVX_ERROR)" in proc.stdout
     assert "the add kernel hit a device fault" in proc.stdout
+
+
+SANITIZE = """
+import ctypes, torch, torch_devx
+from torch_devx import diagnostics
+
+def mul_writing_past_its_input(a, b):
+    ctypes.memmove(a.data_ptr() + a.untyped_storage().nbytes(), b"\\x01" * 8, 8)
+    return torch.zeros_like(a)
+
+x = torch.ones(100).to("devx")
+diagnostics.override_kernel("mul.Tensor", mul_writing_past_its_input)
+try:
+    x * x
+except RuntimeError as e:
+    print("CAUGHT", e)
+diagnostics.override_kernel("mul.Tensor", None)
+print("READ", ctypes.string_at(x.data_ptr(), 4).hex())
+print("SUM", x.cpu().sum().item())
+"""
+
+
+def check_sanitizer_without_host_access(proc, vendor: str) -> None:
+    assert_child_ok(proc)
+    # Guard zones are the runtime's: they work on any vendor.
+    assert "out-of-bounds write after op mul.Tensor" in proc.stdout, proc.stdout
+    # Host-access detection is the vendor's, and this one has none: said, not silently skipped.
+    assert "READ 0000803f" in proc.stdout and "SUM 100.0" in proc.stdout
+    assert f"vendor '{vendor}' cannot watch its memory" in proc.stderr, proc.stderr
+    assert "host accesses to device memory are not detected" in proc.stderr
+
+
+def test_sanitizer_on_a_vendor_without_host_access(skeleton: Path) -> None:
+    proc = run_python(SANITIZE, DEVX_VENDOR=str(skeleton), DEVX_SIM_SANITIZE="1")
+    check_sanitizer_without_host_access(proc, "skeleton")
+
+
+def test_a_version_4_table_loads_and_its_missing_entries_are_null(compiler: str, tmp_path: Path) -> None:
+    # Its host_access slot lies past the end of a version-4 table (garbage here): never read.
+    lib = build_broken(compiler, "VERSION_4_TABLE", tmp_path)
+    proc = run_python(SANITIZE, DEVX_VENDOR=str(lib), DEVX_SIM_SANITIZE="1")
+    check_sanitizer_without_host_access(proc, "skeleton")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import enum
 
-API_VERSION = 4
+API_VERSION = 5
 KERNEL_ABI_VERSION = 1
 
 
@@ -86,6 +86,31 @@ DEVICE_FUNCTIONS = [
 ]
 
 
+class AccessKind(enum.IntEnum):
+    UNKNOWN = -1
+    READ = 0
+    WRITE = 1
+
+
+class HostAccess(ctypes.Structure):
+    _fields_ = [("address", ctypes.c_size_t), ("range", c_void_p), ("tag", ctypes.c_uint64), ("kind", c_int)]
+
+
+class HostAccessApi(ctypes.Structure):
+    _fields_ = [
+        ("start", _fn(P(ctypes.c_size_t))),
+        ("stop", ctypes.CFUNCTYPE(None)),
+        ("watch", _fn(c_void_p, ctypes.c_size_t, ctypes.c_uint64)),
+        ("unwatch", ctypes.CFUNCTYPE(None, c_void_p)),
+        ("set_tag", ctypes.CFUNCTYPE(None, c_void_p, ctypes.c_uint64)),
+        ("open", ctypes.CFUNCTYPE(None, c_void_p)),
+        ("enter_device_work", _fn()),
+        ("leave_device_work", ctypes.CFUNCTYPE(None)),
+        ("take", ctypes.CFUNCTYPE(ctypes.c_size_t, P(HostAccess), ctypes.c_size_t, P(ctypes.c_uint64))),
+        ("set_notifier", ctypes.CFUNCTYPE(None, c_void_p)),
+    ]
+
+
 # Stream and event handles are opaque pointers: c_void_p, None for the default stream.
 class VendorApi(ctypes.Structure):
     _fields_ = (
@@ -98,6 +123,7 @@ class VendorApi(ctypes.Structure):
             ("auto_priority", c_int),
             ("op_supported", ctypes.CFUNCTYPE(c_int, ctypes.c_char_p)),
             ("async_host_streams", ctypes.CFUNCTYPE(c_int)),
+            ("host_access", P(HostAccessApi)),
         ]
     )
 

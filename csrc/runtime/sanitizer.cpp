@@ -1,18 +1,10 @@
 #include "runtime/sanitizer.h"
 
 #include <c10/util/Exception.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <ucontext.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <deque>
-#include <fstream>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <sstream>
 
@@ -46,7 +38,7 @@ struct Allocation {
   std::string freed_at;
   char* vendor_ptr;    // what the vendor returned (base, or below it when page aligned)
   size_t vendor_size;  // what was asked of the vendor
-  bool protect;        // its pages are PROT_NONE outside device work
+  bool watched;        // by the vendor's host_access, from base for total bytes
 };
 
 std::mutex g_mutex;
@@ -71,374 +63,126 @@ std::string describe(const Allocation& a) {
   return os.str();
 }
 
-// ---- Host-access detection: page protection and the SIGSEGV handler -------------------------
+// ---- Host-access detection, through the vendor's host_access (vendor_api.h) ----------------
 //
-// The handler may run on any thread at any instruction, so what it reads is lock-free and what
-// it writes is atomics in fixed arrays: it never takes g_mutex and never allocates.
+// The vendor watches the whole (page-aligned) guarded span of an allocation; the tag it copies
+// into each record is the allocation's size and whether it was freed at the time, so that a
+// record still names the allocation after it has left the quarantine. User bytes start kGuard
+// past the span's start, watched or not.
 
-// Threads inside DeviceAccess scopes plus DeviceWorkHolds. Process-wide: a kernel's helper
-// threads (ATen's OpenMP pool, a stream's worker, gloo's threads) carry no scope of their own.
-std::atomic<int> g_busy{0};
-// Page protection is in force: the vendor's memory is host memory and the handler is installed.
-std::atomic<bool> g_protecting{false};
-size_t g_page = 0;
-bool g_handler_installed = false;
-bool g_gave_up = false;  // protection was switched off for good (a warning said why)
-struct sigaction g_previous;
-// Protected ranges cost the kernel up to two memory mappings each; past this many new
-// allocations stay unprotected rather than hitting vm.max_map_count.
-size_t g_max_protected = 0;
+std::atomic<bool> g_host_resolved{false};
+std::atomic<const DevxHostAccessApi*> g_host{nullptr};
+std::once_flag g_host_once;
 int (*g_notify)() = nullptr;
-std::atomic<bool> g_notify_scheduled{false};
+// Under g_mutex: the vendor watches (start() succeeded, no stop() since).
+bool g_started = false;
+size_t g_page = 0;
+// Detection is over for this process (a warning said why).
+std::atomic<bool> g_gave_up{false};
 
-// A guarded allocation's pages, as the handler sees them. Found through a page table (a radix
-// tree of atomics: no rebuild per allocation, a lookup is three loads); a Range is deleted only
-// when no handler can still be reading it.
-struct Range {
-  uintptr_t begin, end;  // page aligned
-  uintptr_t user;
-  size_t size;
-  std::atomic<bool> freed{false};
-};
-std::map<uintptr_t, Range*> g_ranges;  // by begin, under g_mutex
-std::vector<Range*> g_retired;         // dropped from the page table, a handler may still read them
-std::atomic<int> g_in_handler{0};
+void resolve_host_access() {
+  const DevxHostAccessApi* table = g_vendor->host_access;
+  if (table == nullptr) {
+    log::warn(log::Module::ALLOC, std::string("devx sanitizer: vendor '") + g_vendor->name +
+                                      "' cannot watch its memory (no host_access in its table; its memory is not host "
+                                      "memory); host accesses to device memory are not detected");
+  } else if (g_notify != nullptr) {
+    table->set_notifier(g_notify);
+  }
+  g_host.store(table);
+  g_host_resolved.store(true, std::memory_order_release);
+}
 
-// Page number bits: 47-bit user addresses with 4 KiB pages; larger pages leave the top unused,
-// addresses beyond (5-level paging) are not protected.
-constexpr int kLeafBits = 11, kMidBits = 12, kTopBits = 12;
-struct Leaf {
-  std::atomic<Range*> pages[1 << kLeafBits];
-};
-struct Mid {
-  std::atomic<Leaf*> leaves[1 << kMidBits];
-};
-std::atomic<Mid*> g_top[1 << kTopBits];
-int g_page_shift = 12;
+// The vendor's host-access detection, or nullptr where it has none (said once, when the
+// sanitizer first needs it).
+const DevxHostAccessApi* host_access() {
+  if (C10_LIKELY(g_host_resolved.load(std::memory_order_acquire))) return g_host.load(std::memory_order_relaxed);
+  if (!g_vendor) return nullptr;
+  std::call_once(g_host_once, &resolve_host_access);
+  return g_host.load();
+}
 
-bool page_indices(uintptr_t addr, size_t* top, size_t* mid, size_t* leaf) {
-  const uintptr_t page = addr >> g_page_shift;
-  if (page >> (kLeafBits + kMidBits + kTopBits)) return false;
-  *leaf = page & ((1u << kLeafBits) - 1);
-  *mid = (page >> kLeafBits) & ((1u << kMidBits) - 1);
-  *top = page >> (kLeafBits + kMidBits);
+uint64_t tag_of(size_t size, bool freed) {
+  return (static_cast<uint64_t>(size) << 1) | (freed ? 1 : 0);
+}
+
+// Whether new allocations are watched: the first call starts the vendor's watching.
+bool watching_ready_locked() {
+  if (g_gave_up.load() || !enabled()) return false;
+  if (g_started) return true;
+  const DevxHostAccessApi* host = host_access();
+  if (host == nullptr) return false;
+  if (host->start(&g_page) != DEVX_OK) {
+    g_gave_up.store(true);
+    log::warn(log::Module::ALLOC, std::string("devx sanitizer: ") + g_vendor->last_error() +
+                                      "; host accesses to device memory are not detected");
+    return false;
+  }
+  g_started = true;
   return true;
 }
 
-// Under g_mutex: the page-table slot of `addr`, made if missing (never freed: the handler may
-// be walking it).
-std::atomic<Range*>* page_slot_locked(uintptr_t addr) {
-  size_t t, m, l;
-  if (!page_indices(addr, &t, &m, &l)) return nullptr;
-  Mid* mid = g_top[t].load();
-  if (mid == nullptr) {
-    mid = new Mid;
-    for (auto& leaf : mid->leaves) leaf.store(nullptr);
-    g_top[t].store(mid);
-  }
-  Leaf* leaf = mid->leaves[m].load();
-  if (leaf == nullptr) {
-    leaf = new Leaf;
-    for (auto& page : leaf->pages) page.store(nullptr);
-    mid->leaves[m].store(leaf);
-  }
-  return &leaf->pages[l];
-}
-
-// Lock-free, for the handler.
-const Range* find_range(uintptr_t addr) {
-  size_t t, m, l;
-  if (!page_indices(addr, &t, &m, &l)) return nullptr;
-  const Mid* mid = g_top[t].load();
-  const Leaf* leaf = mid ? mid->leaves[m].load() : nullptr;
-  return leaf ? leaf->pages[l].load() : nullptr;
-}
-
-bool can_map(uintptr_t begin, uintptr_t end) {
-  size_t t, m, l;
-  return page_indices(begin, &t, &m, &l) && page_indices(end - 1, &t, &m, &l);
-}
-
-void add_range_locked(Range* r) {
-  g_ranges[r->begin] = r;
-  for (uintptr_t page = r->begin; page < r->end; page += uintptr_t{1} << g_page_shift) page_slot_locked(page)->store(r);
-}
-
-void remove_range_locked(uintptr_t begin) {
-  auto it = g_ranges.find(begin);
-  if (it == g_ranges.end()) return;
-  Range* r = it->second;
-  g_ranges.erase(it);
-  for (uintptr_t page = r->begin; page < r->end; page += uintptr_t{1} << g_page_shift) page_slot_locked(page)->store(nullptr);
-  g_retired.push_back(r);
-  // A handler that starts after this load finds the slots empty, so the retired are free.
-  if (g_in_handler.load() == 0) {
-    for (Range* old : g_retired) delete old;
-    g_retired.clear();
-  }
-}
-
-// Allocations the handler opened (by begin), for the last scope to close again. Lost entries are
-// impossible: a slot is claimed after its pages were opened and the high-water mark raised after
-// the claim, so a closer that misses one leaves it for the next.
-constexpr uint32_t kOpenSlots = 1024;
-std::atomic<uintptr_t> g_open[kOpenSlots];
-std::atomic<uint32_t> g_open_high{0};
-std::atomic<bool> g_open_overflow{false};  // some opened allocations were not recorded
-
-// Ranges unprotected and dropped from the table lately: a fault taken just before that is
-// retried, not passed on as someone else's.
-constexpr uint32_t kRecentSlots = 64;
-std::atomic<uint64_t> g_recent_begin[kRecentSlots];
-std::atomic<uint64_t> g_recent_end[kRecentSlots];
-uint32_t g_recent_next = 0;  // under g_mutex
-
-// Host accesses not reported yet. state: 0 free, 1 being written, 2 ready.
-struct HostAccess {
-  std::atomic<int> state{0};
-  uint64_t seq;
-  uintptr_t addr, user;
-  size_t size;
-  bool freed;
-  int kind;  // 0 read, 1 write, -1 unknown
-};
-constexpr uint32_t kAccessSlots = 32;
-HostAccess g_accesses[kAccessSlots];
-std::atomic<uint64_t> g_access_seq{0};
-std::atomic<uint64_t> g_accesses_dropped{0};
-
-void note_opened(uintptr_t begin) {
-  for (uint32_t i = 0; i < kOpenSlots; ++i) {
-    uintptr_t expected = 0;
-    if (g_open[i].load(std::memory_order_relaxed) == 0 && g_open[i].compare_exchange_strong(expected, begin)) {
-      uint32_t high = g_open_high.load();
-      while (high < i + 1 && !g_open_high.compare_exchange_weak(high, i + 1)) {
-      }
-      return;
-    }
-  }
-  g_open_overflow.store(true);
-}
-
-int access_kind(void* context) {
-#if defined(__x86_64__)
-  // Bit 1 of the page-fault error code: the access was a write.
-  return (static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
-#else
-  (void)context;
-  return -1;
-#endif
-}
-
-void record_host_access(uintptr_t addr, const Range& r, int kind) {
-  for (HostAccess& slot : g_accesses) {
-    int expected = 0;
-    if (!slot.state.compare_exchange_strong(expected, 1)) continue;
-    slot.seq = g_access_seq.fetch_add(1);
-    slot.addr = addr;
-    slot.user = r.user;
-    slot.size = r.size;
-    slot.freed = r.freed.load();
-    slot.kind = kind;
-    slot.state.store(2, std::memory_order_release);
-    return;
-  }
-  g_accesses_dropped.fetch_add(1);
-}
-
-void say(const char* text) {
-  ssize_t ignored = write(STDERR_FILENO, text, std::char_traits<char>::length(text));
-  (void)ignored;
-}
-
-// Whether the fault was ours (handled: the instruction is retried).
-bool handle_fault(siginfo_t* info, void* context) {
-  if (info->si_code <= 0) return false;  // sent by kill/raise, not a fault
-  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
-  const Range* r = find_range(addr);  // after g_in_handler went up: see remove_range_locked
-  if (r == nullptr) {
-    for (uint32_t i = 0; i < kRecentSlots; ++i) {
-      if (addr >= g_recent_begin[i].load() && addr < g_recent_end[i].load()) return true;
-    }
-    return false;
-  }
-  if (!g_protecting.load()) return true;  // being switched off: everything is being opened
-  if (mprotect(reinterpret_cast<void*>(r->begin), r->end - r->begin, PROT_READ | PROT_WRITE) != 0) {
-    say("devx sanitizer: cannot unprotect a guarded allocation (mprotect failed); the fault is passed on\n");
-    return false;
-  }
-  note_opened(r->begin);
-  if (g_busy.load() > 0) return true;
-  record_host_access(addr, *r, access_kind(context));
-  if (g_notify != nullptr && !g_notify_scheduled.exchange(true) && g_notify() != 0) g_notify_scheduled.store(false);
-  return true;
-}
-
-void on_segv(int sig, siginfo_t* info, void* context) {
-  const int saved_errno = errno;
-  g_in_handler.fetch_add(1);
-  const bool handled = handle_fault(info, context);
-  g_in_handler.fetch_sub(1);
-  errno = saved_errno;
-  if (handled) return;
-  // Not ours: whoever had SIGSEGV before us handles it.
-  if (g_previous.sa_flags & SA_SIGINFO) {
-    if (g_previous.sa_sigaction != nullptr) g_previous.sa_sigaction(sig, info, context);
-    return;
-  }
-  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
-    g_previous.sa_handler(sig);
-    return;
-  }
-  // The default action: a fault retried after this returns kills the process as it would have;
-  // a sent signal is sent again.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  sigaction(sig, &dfl, nullptr);
-  if (info->si_code <= 0) ::raise(sig);
-}
-
-bool protect_range(uintptr_t begin, uintptr_t end, int prot) {
-  return mprotect(reinterpret_cast<void*>(begin), end - begin, prot) == 0;
-}
-
-// Re-protects what faults opened, once no device work runs.
-void close_opened_locked() {
-  if (!g_protecting.load() || g_busy.load() != 0) return;
-  const bool overflow = g_open_overflow.exchange(false);
-  const uint32_t high = std::min(g_open_high.exchange(0), kOpenSlots);
-  for (uint32_t i = 0; i < high; ++i) {
-    if (g_open[i].load(std::memory_order_relaxed) == 0) continue;
-    const uintptr_t begin = g_open[i].exchange(0);
-    auto it = g_ranges.find(begin);  // an allocation released meanwhile is not protected again
-    if (it != g_ranges.end()) protect_range(it->second->begin, it->second->end, PROT_NONE);
-  }
-  if (overflow) {
-    for (const auto& [begin, r] : g_ranges) protect_range(r->begin, r->end, PROT_NONE);
-  }
+void stop_watching_locked() {
+  if (!g_started) return;
+  g_started = false;
+  host_access()->stop();
 }
 
 // Before the vendor gets `a` back: its pages become ordinary memory again.
-void unprotect_locked(const Allocation& a) {
-  if (!a.protect) return;
-  const auto begin = reinterpret_cast<uintptr_t>(a.base);
-  protect_range(begin, begin + a.total, PROT_READ | PROT_WRITE);
-  const uint32_t slot = g_recent_next++ % kRecentSlots;
-  g_recent_end[slot].store(0);
-  g_recent_begin[slot].store(begin);
-  g_recent_end[slot].store(begin + a.total);
-  remove_range_locked(begin);
+void unwatch_locked(const Allocation& a) {
+  if (a.watched) host_access()->unwatch(a.base);
 }
 
-// Protection everywhere off: the handler stays installed (it may be running) and lets faults
-// in known ranges retry.
-void stop_protecting_locked(const std::string& why) {
-  if (!g_protecting.exchange(false)) return;
-  for (const auto& [begin, r] : g_ranges) protect_range(r->begin, r->end, PROT_READ | PROT_WRITE);
-  if (!why.empty()) {
-    g_gave_up = true;
-    log::warn(log::Module::ALLOC, "devx sanitizer: host accesses to device memory are no longer detected: " + why);
-  }
-}
-
-bool install_handler_locked() {
-  struct sigaction action {};
-  action.sa_sigaction = &on_segv;
-  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-  sigemptyset(&action.sa_mask);
-  return sigaction(SIGSEGV, &action, &g_previous) == 0;
-}
-
-size_t max_map_count() {
-  std::ifstream in("/proc/sys/vm/max_map_count");
-  size_t n = 0;
-  return in >> n ? n : 65530;
-}
-
-// Whether new allocations are protected: the first call installs the handler.
-bool protection_ready_locked() {
-  if (g_gave_up || !enabled()) return false;
-  if (g_protecting.load()) return true;
-  // Only memory the host can address is host memory to protect (cpu_sim's arena); a device's own
-  // memory cannot be read by host code at all.
-  if (g_vendor->compute_device_type != static_cast<int>(c10::kCPU)) return false;
-  if (!g_handler_installed) {
-    g_page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    while ((size_t{1} << g_page_shift) < g_page) ++g_page_shift;
-    g_max_protected = max_map_count() / 4;
-    if (!install_handler_locked()) {
-      g_gave_up = true;
-      log::warn(log::Module::ALLOC, "devx sanitizer: cannot install a SIGSEGV handler; host accesses to device memory are not detected");
-      return false;
-    }
-    g_handler_installed = true;
-  }
-  // Allocations still guarded from an earlier period are protected again.
-  g_protecting.store(true);
-  if (g_busy.load() == 0) {
-    for (const auto& [begin, r] : g_ranges) protect_range(r->begin, r->end, PROT_NONE);
-  }
-  return true;
-}
-
-// Our handler must be the one installed: one installed after it would take device work's faults
-// for crashes. Checked before device work starts. The default disposition put back (as
-// faulthandler.disable() does) is replaced by ours again; another handler cannot be chained
-// safely (it may pass faults back to ours), so protection stops.
-void verify_handler() {
-  struct sigaction current {};
-  if (sigaction(SIGSEGV, nullptr, &current) != 0) return;
-  if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == &on_segv) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  const bool by_default = !(current.sa_flags & SA_SIGINFO) && (current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN);
-  if (by_default && install_handler_locked()) return;
-  stop_protecting_locked("another SIGSEGV handler replaced the sanitizer's (enable faulthandler before the "
-                         "sanitizer, e.g. PYTHONFAULTHANDLER=1, to keep both)");
-}
-
-std::string where_in(const HostAccess& h) {
+std::string where_in(uintptr_t addr, uintptr_t user, size_t size) {
   std::ostringstream os;
-  if (h.addr < h.user) {
-    os << h.user - h.addr << " bytes before the start of";
-  } else if (h.addr >= h.user + h.size) {
-    os << h.addr - h.user - h.size << " bytes past the end of";
+  if (addr < user) {
+    os << user - addr << " bytes before the start of";
+  } else if (addr >= user + size) {
+    os << addr - user - size << " bytes past the end of";
   } else {
-    os << "offset " << h.addr - h.user << " of";
+    os << "offset " << addr - user << " of";
   }
   return os.str();
 }
 
-std::string describe_access(const HostAccess& h) {
-  const char* verb = h.kind == 1 ? "wrote" : h.kind == 0 ? "read" : "touched";
+std::string describe_access(const DevxHostAccess& h) {
+  const uintptr_t user = reinterpret_cast<uintptr_t>(h.range) + kGuard;
+  const size_t size = static_cast<size_t>(h.tag >> 1);
+  const bool freed = (h.tag & 1) != 0;
+  const char* verb = h.kind == DEVX_ACCESS_WRITE ? "wrote" : h.kind == DEVX_ACCESS_READ ? "read" : "touched";
   std::ostringstream os;
-  os << "devx sanitizer: host code " << verb << " " << (h.freed ? "freed " : "")
-     << "device memory directly at " << reinterpret_cast<const void*>(h.addr) << ", " << where_in(h) << " "
-     << (h.freed ? "freed " : "");
-  const std::map<uintptr_t, Allocation>& in = h.freed ? g_quarantine : g_live;
-  auto it = in.find(h.user);
+  os << "devx sanitizer: host code " << verb << " " << (freed ? "freed " : "") << "device memory directly at "
+     << reinterpret_cast<const void*>(h.address) << ", " << where_in(h.address, user, size) << " "
+     << (freed ? "freed " : "");
+  const std::map<uintptr_t, Allocation>& in = freed ? g_quarantine : g_live;
+  auto it = in.find(user);
   if (it != in.end()) {
     os << describe(it->second);
   } else {
-    os << "allocation " << reinterpret_cast<const void*>(h.user) << " (" << h.size << " bytes, released since)";
+    os << "allocation " << reinterpret_cast<const void*>(user) << " (" << size << " bytes, released since)";
   }
   os << ". Device memory is reached through ops and copies (.cpu(), .item(), copy_); a real device "
         "faults or returns garbage here.";
   return os.str();
 }
 
-// The host accesses recorded so far, oldest first, as reports.
+// The host accesses the vendor recorded so far, oldest first, as reports.
 std::vector<std::string> take_accesses_locked() {
-  std::vector<std::pair<uint64_t, std::string>> found;
-  for (HostAccess& slot : g_accesses) {
-    if (slot.state.load(std::memory_order_acquire) != 2) continue;
-    found.emplace_back(slot.seq, describe_access(slot));
-    slot.state.store(0, std::memory_order_release);
-  }
-  std::sort(found.begin(), found.end());
   std::vector<std::string> out;
-  for (auto& [seq, text] : found) out.push_back(std::move(text));
-  if (uint64_t dropped = g_accesses_dropped.exchange(0)) {
+  // Nothing was watched before the vendor's table was looked at.
+  const DevxHostAccessApi* host = g_host_resolved.load(std::memory_order_acquire) ? g_host.load() : nullptr;
+  if (host == nullptr) return out;
+  constexpr size_t kBatch = 32;
+  DevxHostAccess batch[kBatch];
+  uint64_t dropped = 0;
+  for (;;) {
+    uint64_t more = 0;
+    const size_t n = host->take(batch, kBatch, &more);
+    dropped += more;
+    for (size_t i = 0; i < n; ++i) out.push_back(describe_access(batch[i]));
+    if (n < kBatch) break;
+  }
+  if (dropped) {
     out.push_back("devx sanitizer: " + std::to_string(dropped) + " more host access(es) to device memory not recorded");
   }
   return out;
@@ -529,7 +273,7 @@ void evict_oldest_locked() {
   g_quarantine_bytes -= a.vendor_size;
   std::string report = check_poison(a, "(found when it left quarantine)");
   if (!report.empty()) g_pending.push_back(std::move(report));
-  unprotect_locked(a);
+  unwatch_locked(a);
   g_vendor->free(a.device, a.vendor_ptr);
 }
 
@@ -565,7 +309,7 @@ void reload() {
   DeviceAccess access;
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!enabled()) return;
-  stop_protecting_locked("");
+  stop_watching_locked();
   g_enabled.store(false, std::memory_order_relaxed);
   while (!g_quarantine_order.empty()) evict_oldest_locked();
   for (const std::string& report : take_reports_locked()) log::warn(log::Module::ALLOC, report);
@@ -576,16 +320,16 @@ settings::Watch g_watch({settings::Id::DEVX_SIM_SANITIZE}, &reload);
 }  // namespace
 
 void* allocate(c10::DeviceIndex device, size_t nbytes) {
-  bool protect = false;
+  bool watch = false;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    protect = protection_ready_locked() && g_ranges.size() < g_max_protected;
+    watch = watching_ready_locked();
   }
-  // Protected, the guarded span is whole pages that hold nothing else: the vendor is asked for a
+  // Watched, the guarded span is whole pages that hold nothing else: the vendor is asked for a
   // page more, and the span starts on the first page boundary inside what it returns.
   const size_t rear_min = kGuard + (kGuard - nbytes % kGuard) % kGuard;
-  const size_t total = protect ? (kGuard + nbytes + rear_min + g_page - 1) / g_page * g_page : kGuard + nbytes + rear_min;
-  const size_t vendor_size = protect ? total + g_page : total;
+  const size_t total = watch ? (kGuard + nbytes + rear_min + g_page - 1) / g_page * g_page : kGuard + nbytes + rear_min;
+  const size_t vendor_size = watch ? total + g_page : total;
   void* vendor_ptr = nullptr;
   DevxStatus status = g_vendor->malloc(device, vendor_size, &vendor_ptr);
   if (status == DEVX_ERROR_OOM) {
@@ -600,29 +344,13 @@ void* allocate(c10::DeviceIndex device, size_t nbytes) {
   if (status == DEVX_ERROR_OOM) return nullptr;
   DEVX_VENDOR_CHECK(status);
   auto* v = static_cast<char*>(vendor_ptr);
-  char* b = protect ? v + (g_page - reinterpret_cast<uintptr_t>(v) % g_page) % g_page : v;
+  char* b = watch ? v + (g_page - reinterpret_cast<uintptr_t>(v) % g_page) % g_page : v;
   DEVX_VENDOR_CHECK(g_vendor->memset_sync(b, kCanary, kGuard));
   DEVX_VENDOR_CHECK(g_vendor->memset_sync(b + kGuard + nbytes, kCanary, total - kGuard - nbytes));
-  Allocation a{device, b, total, b + kGuard, nbytes, python_line(), "", v, vendor_size, protect};
+  Allocation a{device, b, total, b + kGuard, nbytes, python_line(), "", v, vendor_size, watch};
   std::lock_guard<std::mutex> lock(g_mutex);
-  const auto begin = reinterpret_cast<uintptr_t>(b);
-  if (a.protect && g_protecting.load() && can_map(begin, begin + total)) {
-    auto* r = new Range;
-    r->begin = begin;
-    r->end = begin + total;
-    r->user = reinterpret_cast<uintptr_t>(a.user);
-    r->size = nbytes;
-    add_range_locked(r);
-    // Made by device work (a kernel's output): open until that work ends, saving it a fault.
-    if (g_busy.load() > 0) {
-      note_opened(begin);
-    } else if (!protect_range(begin, begin + total, PROT_NONE)) {
-      remove_range_locked(begin);
-      a.protect = false;
-    }
-  } else {
-    a.protect = false;
-  }
+  // Refused (the vendor watches all it can, or watching stopped meanwhile): a plain allocation.
+  if (a.watched && (!g_started || host_access()->watch(b, total, tag_of(nbytes, false)) != DEVX_OK)) a.watched = false;
   g_live.emplace(reinterpret_cast<uintptr_t>(a.user), std::move(a));
   return b + kGuard;
 }
@@ -639,31 +367,24 @@ void release(void* ptr) {
   Allocation a = std::move(it->second);
   g_live.erase(it);
   a.freed_at = freed_at.empty() ? "(no Python frame)" : freed_at;
-  if (a.protect && g_protecting.load()) {
-    // Opened by hand rather than by a fault per page touched; protected again as device work ends.
-    const auto begin = reinterpret_cast<uintptr_t>(a.base);
-    if (protect_range(begin, begin + a.total, PROT_READ | PROT_WRITE)) note_opened(begin);
-  }
+  // Opened by hand rather than by a fault per page touched; closed again as device work ends.
+  if (a.watched) host_access()->open(a.base);
   std::string report = check_guards(a, "(found when it was freed)");
   if (!enabled()) {
     // Made while the sanitizer was on, freed after: no quarantine, and no check point to raise at.
     if (!report.empty()) log::warn(log::Module::ALLOC, report);
-    unprotect_locked(a);
+    unwatch_locked(a);
     g_vendor->free(a.device, a.vendor_ptr);
     return;
   }
   if (!report.empty()) g_pending.push_back(std::move(report));
   if (g_vendor->memset_sync(a.user, kPoison, a.size) != DEVX_OK) {
-    unprotect_locked(a);
+    unwatch_locked(a);
     g_vendor->free(a.device, a.vendor_ptr);
     return;
   }
-  if (a.protect) {
-    // Quarantined: host reads of it are reads of freed memory. Device work re-protects it as it
-    // ends (a.protect holds, so its pages are in the open list or were never opened).
-    auto it = g_ranges.find(reinterpret_cast<uintptr_t>(a.base));
-    if (it != g_ranges.end()) it->second->freed.store(true);
-  }
+  // Quarantined: host reads of it are reads of freed memory.
+  if (a.watched) host_access()->set_tag(a.base, tag_of(a.size, true));
   const auto key = reinterpret_cast<uintptr_t>(a.user);
   g_quarantine_bytes += a.vendor_size;
   g_quarantine.emplace(key, std::move(a));
@@ -725,35 +446,30 @@ std::pair<size_t, size_t> counts() {
   return {g_live.size(), g_quarantine.size()};
 }
 
-void enter_device_work() {
-  // The first device work after a pause checks that faults still come to us.
-  if (g_busy.fetch_add(1) == 0 && g_protecting.load(std::memory_order_relaxed)) verify_handler();
-}
-
-void leave_device_work() {
-  if (g_busy.fetch_sub(1) != 1) return;
-  if (g_open_high.load() == 0 && !g_open_overflow.load()) return;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  close_opened_locked();
+const DevxHostAccessApi* enter_device_work() {
+  const DevxHostAccessApi* host = host_access();
+  if (host == nullptr) return nullptr;
+  if (C10_UNLIKELY(host->enter_device_work() != DEVX_OK) && !g_gave_up.exchange(true)) {
+    log::warn(log::Module::ALLOC,
+              std::string("devx sanitizer: host accesses to device memory are no longer detected: ") + g_vendor->last_error());
+  }
+  return host;
 }
 
 void open_for_system_calls(const void* p) {
   std::lock_guard<std::mutex> lock(g_mutex);
   const Allocation* a = find(g_live, p);
-  if (!a || !a->protect || !g_protecting.load()) return;
-  const auto begin = reinterpret_cast<uintptr_t>(a->base);
-  if (protect_range(begin, begin + a->total, PROT_READ | PROT_WRITE)) note_opened(begin);
+  if (a != nullptr && a->watched) host_access()->open(a->base);
 }
 
 void set_host_access_notifier(int (*notify)()) {
   g_notify = notify;
+  if (g_host_resolved.load() && g_host.load() != nullptr) g_host.load()->set_notifier(notify);
 }
 
 std::string take_host_access_reports() {
-  g_notify_scheduled.store(false);
   std::lock_guard<std::mutex> lock(g_mutex);
   std::vector<std::string> reports = take_accesses_locked();
-  close_opened_locked();
   std::ostringstream os;
   for (size_t i = 0; i < reports.size(); ++i) os << (i ? "\n" : "") << reports[i];
   return os.str();

@@ -10,14 +10,17 @@
 //   - at synchronize, at sanitize_check() and when a block leaves quarantine, every live guard
 //     zone and every quarantined block's poison (a write after free) is checked;
 //   - host code touching device memory directly (ctypes on data_ptr(), a C extension
-//     dereferencing it), which a real device would not allow: where the vendor's memory is host
-//     memory (cpu_sim), the pages of each guarded allocation hold only its own bytes and are
-//     mprotect'ed to PROT_NONE while no device work runs. Device work (kernels, copies, the
-//     sanitizer's own checks, collectives in flight) is marked by DeviceAccess scopes; a fault in
-//     a guarded allocation while any is open opens that allocation until the last one closes. A
-//     fault while none is open is host code: the access is let through (as on cpu_sim) and
-//     reported, through a Python pending call (raised in the main thread at its next bytecode
-//     boundary) or, failing that, at the next check point.
+//     dereferencing it), which a real device would not allow, where the vendor can watch its
+//     memory for it (vendor_api.h, host_access; cpu_sim, whose memory is host memory): the
+//     guarded span of each allocation is whole pages that hold only it, and the vendor keeps them
+//     closed to host code while no device work runs. Device work (kernels, copies, the
+//     sanitizer's own checks, collectives in flight) is marked by DeviceAccess scopes and
+//     DeviceWorkHolds, which the vendor counts. A host access is let through (as on cpu_sim) and
+//     recorded by the vendor, which notifies: the report is raised through a Python pending call
+//     (in the main thread at its next bytecode boundary) or, failing that, at the next check
+//     point. The runtime turns the vendor's records into reports naming the allocation. A vendor
+//     without host_access (cuda: host code faults on its memory anyway) gets a warning saying
+//     host accesses are not detected.
 // A report names the allocation (address, size, device, the Python line that made it and, after
 // a free, the line that freed it) and is a Python RuntimeError at the next check point; frees run
 // in destructors, so what they find waits for the next op, copy or synchronize.
@@ -26,9 +29,9 @@
 // accesses made while device work runs on another thread (the scopes are process-wide, because
 // a kernel's own worker threads — OpenMP, gloo — cannot be told from other threads), and after an
 // allocation has been opened, further accesses to it until the op in progress ends; host accesses
-// on vendors whose memory is not host memory (they fault there anyway), or once another SIGSEGV
-// handler has replaced the sanitizer's (a warning says so). Allocations made before it was
-// switched on have no guard zones and are not checked.
+// on vendors without host_access, or once the vendor stopped watching (cpu_sim: another SIGSEGV
+// handler replaced its own; a warning says so). Allocations made before it was switched on have
+// no guard zones and are not checked.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -64,41 +67,37 @@ void check_all(const std::string& when);
 std::pair<size_t, size_t> counts();
 
 // Device work in progress on this thread (or, for a DeviceWorkHold, on threads it does not own):
-// faults in guarded allocations are its own, not host code's. A no-op while the sanitizer is off.
-void enter_device_work();
-void leave_device_work();
+// faults in guarded allocations are its own, not host code's. Returns the vendor's host-access
+// table that counts it (leave it there), or nullptr where the vendor has none.
+const DevxHostAccessApi* enter_device_work();
 
 class DeviceAccess {
  public:
-  DeviceAccess() : active_(enabled()) {
-    if (C10_UNLIKELY(active_)) enter_device_work();
-  }
+  DeviceAccess() : host_(C10_UNLIKELY(enabled()) ? enter_device_work() : nullptr) {}
   ~DeviceAccess() {
-    if (C10_UNLIKELY(active_)) leave_device_work();
+    if (C10_UNLIKELY(host_ != nullptr)) host_->leave_device_work();
   }
   DeviceAccess(const DeviceAccess&) = delete;
   DeviceAccess& operator=(const DeviceAccess&) = delete;
 
  private:
-  const bool active_;
+  const DevxHostAccessApi* const host_;
 };
 
 // Device work that outlives the call that issued it (a collective that an engine's threads run):
 // taken before the work is issued, released once, when it is known to be over.
 class DeviceWorkHold {
  public:
-  DeviceWorkHold() : held_(enabled()) {
-    if (held_) enter_device_work();
-  }
+  DeviceWorkHold() : host_(enabled() ? enter_device_work() : nullptr) {}
   ~DeviceWorkHold() { release(); }
   DeviceWorkHold(const DeviceWorkHold&) = delete;
   DeviceWorkHold& operator=(const DeviceWorkHold&) = delete;
   void release() {
-    if (held_.exchange(false)) leave_device_work();
+    if (const DevxHostAccessApi* host = host_.exchange(nullptr)) host->leave_device_work();
   }
 
  private:
-  std::atomic<bool> held_;
+  std::atomic<const DevxHostAccessApi*> host_;
 };
 
 // Device work about to reach the allocation holding `p` through system calls (a transport's
@@ -106,9 +105,9 @@ class DeviceWorkHold {
 // again once no device work runs. Call it while device work is marked.
 void open_for_system_calls(const void* p);
 
-// Called (from a signal handler: it must be async-signal-safe) when host code touched device
-// memory; the Python bindings schedule a pending call that raises the report. Returns nonzero if
-// it could not schedule one.
+// Called (from the vendor's signal handler: it must be async-signal-safe) when host code touched
+// device memory; the Python bindings schedule a pending call that raises the report. Returns
+// nonzero if it could not schedule one.
 void set_host_access_notifier(int (*notify)());
 // Reports of host accesses not raised yet, joined; "" if none. Re-protects what they opened.
 std::string take_host_access_reports();

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -17,6 +19,16 @@ bool g_async_host_streams = false;
 namespace {
 
 std::mutex g_load_mutex;
+
+// A table of an older version, copied into one of this version whose newer entries are NULL.
+DevxVendorApi g_upgraded;
+
+// How many bytes of the table a vendor of `version` fills: up to the first entry added after it.
+static_assert(DEVX_VENDOR_API_VERSION == 5, "table_bytes() names where each older version's table ends");
+size_t table_bytes(int version) {
+  if (version == 4) return offsetof(DevxVendorApi, host_access);
+  return sizeof(DevxVendorApi);
+}
 
 }  // namespace
 
@@ -61,9 +73,10 @@ Candidate open_vendor(const std::string& path) {
     return c;
   }
   const DevxVendorApi* api = get_api();
-  if (!api || api->api_version != DEVX_VENDOR_API_VERSION) {
+  if (!api || api->api_version < DEVX_VENDOR_API_OLDEST_VERSION || api->api_version > DEVX_VENDOR_API_VERSION) {
     c.error = path + " implements vendor API version " + std::to_string(api ? api->api_version : -1) +
-        ", this build expects " + std::to_string(DEVX_VENDOR_API_VERSION);
+        ", this build loads versions " + std::to_string(DEVX_VENDOR_API_OLDEST_VERSION) + " to " +
+        std::to_string(DEVX_VENDOR_API_VERSION);
     c.status = DEVX_ERROR;
     return c;
   }
@@ -144,6 +157,12 @@ void load_vendor(const std::vector<std::string>& paths, bool requested) {
     errors += "\n  " + c.error;
   }
   TORCH_CHECK(chosen.api, "devx: no vendor could be used:", errors);
+  if (chosen.api->api_version < DEVX_VENDOR_API_VERSION) {
+    // Copied after init(), which may still fill the table.
+    std::memset(&g_upgraded, 0, sizeof g_upgraded);
+    std::memcpy(&g_upgraded, chosen.api, table_bytes(chosen.api->api_version));
+    chosen.api = &g_upgraded;
+  }
   g_vendor.set(chosen.api);
   g_async_host_streams = g_vendor->compute_device_type >= 0 && g_vendor->async_host_streams != nullptr &&
                          g_vendor->async_host_streams() != 0;

@@ -19,7 +19,11 @@
 extern "C" {
 #endif
 
-#define DEVX_VENDOR_API_VERSION 4
+#define DEVX_VENDOR_API_VERSION 5
+// The oldest table this build still loads. A table states its version and holds the entries of
+// that version only: the entries added since (marked "since version N") are taken as NULL, and
+// the core never reads past the end of an older table.
+#define DEVX_VENDOR_API_OLDEST_VERSION 4
 
 typedef enum DevxMemcpyKind {
   DEVX_MEMCPY_H2D = 0,
@@ -38,6 +42,59 @@ typedef struct DevxDeviceProperties {
 } DevxDeviceProperties;
 
 typedef void (*DevxHostFn)(void* user_data);
+
+// A host access (see DevxHostAccessApi): host code, not device work, touched a watched range.
+typedef enum DevxAccessKind {
+  DEVX_ACCESS_UNKNOWN = -1,  // the vendor cannot tell a read from a write on this machine
+  DEVX_ACCESS_READ = 0,
+  DEVX_ACCESS_WRITE = 1,
+} DevxAccessKind;
+
+typedef struct DevxHostAccess {
+  uintptr_t address;  // the byte touched
+  void* range;        // the watched range it lies in, as given to watch()
+  uint64_t tag;       // that range's tag when it was touched (watch, set_tag)
+  int kind;           // DevxAccessKind
+} DevxHostAccess;
+
+// Detection of host code touching device memory directly (ctypes on a data pointer, a C
+// extension dereferencing one), which a real device does not allow, for a vendor whose device
+// memory is host memory (cpu_sim: the access would silently work). The caller watches ranges of
+// whole pages that hold nothing else; the vendor keeps them inaccessible to host code while no
+// device work runs and records each host access to them, letting it through. Device work (the
+// caller's kernels, copies, collectives, whatever their threads) is marked process-wide with
+// enter/leave_device_work; an access while any is marked opens its range until the last one ends.
+// Every entry may be called from any thread. The DEVX_SIM_SANITIZE sanitizer is the core's user.
+typedef struct DevxHostAccessApi {
+  // Begins (or resumes) watching: ranges still watched from an earlier period are closed again.
+  // Sets the page size that ranges are made of. Fails, with last_error() saying why, if the
+  // vendor cannot watch in this process (e.g. it cannot install its fault handler).
+  DevxStatus (*start)(size_t* page_size);
+  // Stops watching: every range becomes ordinary memory; ranges stay known until unwatched.
+  void (*stop)(void);
+  // Watches [range, range + size): both page aligned, the pages holding nothing that host code
+  // may touch. `tag` is the caller's own value, copied into each record. DEVX_ERROR_OOM: the
+  // vendor watches as many ranges as it can already (the range is then not watched).
+  DevxStatus (*watch)(void* range, size_t size, uint64_t tag);
+  // Forgets a watched range, which becomes ordinary memory, before the caller frees it.
+  void (*unwatch)(void* range);
+  void (*set_tag)(void* range, uint64_t tag);
+  // Opens a watched range until no device work runs, for device work that reaches it without
+  // faulting (the kernel's system calls: a transport's readv/writev see closed pages as EFAULT).
+  void (*open)(void* range);
+  // Device work begins / ends. enter_device_work fails (last_error() says why) when the vendor
+  // has just stopped watching for good (another fault handler replaced its own); the work is
+  // counted either way, and ends with leave_device_work.
+  DevxStatus (*enter_device_work)(void);
+  void (*leave_device_work)(void);
+  // Moves up to `capacity` recorded host accesses, oldest first, into `out` and returns how many;
+  // `*dropped` is set to the number not recorded since the last call (the vendor's record is
+  // bounded). Closes again what host accesses opened, if no device work runs.
+  size_t (*take)(DevxHostAccess* out, size_t capacity, uint64_t* dropped);
+  // Called from the vendor's fault handler after it recorded a host access, so it must be
+  // async-signal-safe; nonzero means it could not act, and a later access calls it again.
+  void (*set_notifier)(int (*notify)(void));
+} DevxHostAccessApi;
 
 typedef struct DevxVendorApi {
   int api_version;  // DEVX_VENDOR_API_VERSION
@@ -133,6 +190,10 @@ typedef struct DevxVendorApi {
   // reported by the next synchronisation of that stream. NULL or 0: kernels run on the calling
   // thread (a synchronous simulator) or are asynchronous by themselves (cuda). Asked after init().
   int (*async_host_streams)(void);
+
+  // Since version 5. Detection of host code touching device memory (above); NULL where the
+  // vendor's memory is not host memory (host code faults on it anyway) or it cannot watch it.
+  const DevxHostAccessApi* host_access;
 } DevxVendorApi;
 
 // The entries every vendor fills (the others may be NULL), for the loader's check.

@@ -311,6 +311,9 @@ __attribute__((visibility("default"))) const DevxVendorApi* devx_vendor_get_api(
     api.kernel_abi_version = DEVX_KERNEL_ABI_VERSION;
     api.kernels = kernels;
     api.auto_priority = -1; /* never chosen over another vendor unless asked for */
+    /* Optional entries stay NULL: op_supported, async_host_streams, and host_access (watching
+     * device memory for host code touching it, for DEVX_SIM_SANITIZE; cpu_sim's host_access.cpp
+     * shows one over host memory). Without it the sanitizer says host accesses go undetected. */
     api.api_version = DEVX_VENDOR_API_VERSION;
   }
   return &api;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -38,6 +39,16 @@ DevxStatus fake_free(int, void* ptr) {
   return DEVX_OK;
 }
 
+// The fake device's memory is host memory.
+DevxStatus memcpy_sync(void* dst, const void* src, size_t size, DevxMemcpyKind) {
+  std::memcpy(dst, src, size);
+  return DEVX_OK;
+}
+DevxStatus memset_sync(void* dst, int value, size_t size) {
+  std::memset(dst, value, size);
+  return DEVX_OK;
+}
+
 DevxStatus ok() { return DEVX_OK; }
 const char* last_error() { return "fake vendor error"; }
 DevxStatus device_count(int* n) { *n = 1; return DEVX_OK; }
@@ -60,6 +71,8 @@ DevxVendorApi make_table() {
   t.set_device = &set_device;
   t.malloc = &fake_malloc;
   t.free = &fake_free;
+  t.memcpy_sync = &memcpy_sync;
+  t.memset_sync = &memset_sync;
   t.event_create = &event_create;
   t.event_destroy = &event_destroy;
   t.event_record = &event_record;

@@ -1,6 +1,7 @@
 // The one exported symbol: the table the core's loader finds with dlsym.
 #include "api.h"
 #include "error.h"
+#include "host_access.h"
 
 namespace devx::cpu_sim {
 namespace {
@@ -47,6 +48,7 @@ DevxVendorApi make_api() {
   api.auto_priority = 0;
   api.op_supported = op_supported;
   api.async_host_streams = async_host_streams;
+  api.host_access = host_access_api();
   return api;
 }
 

@@ -52,6 +52,8 @@ DevxVendorApi make_api() {
   api.kernels = kKernels;
   api.collective_engine = "nccl";
   api.auto_priority = 100;
+  // No host_access: cudaMalloc'ed memory is not host memory, host code touching it faults anyway.
+  api.host_access = nullptr;
   return api;
 }
 
