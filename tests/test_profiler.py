@@ -17,6 +17,10 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from conftest import REPO, assert_child_ok, child_env, run_python
 
+needs_device_rows = pytest.mark.skipif(
+    not torch_devx.testing.profiler_device_rows(),
+    reason="this torch has no kineto PrivateUse1 profiler registry: torch.profiler shows no devx device activities")
+
 DEVICE_ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
 
@@ -36,6 +40,7 @@ def trace_events(prof, tmp_path: Path) -> list[dict]:
     return json.loads(path.read_text())["traceEvents"]
 
 
+@needs_device_rows
 def test_kernels_have_device_time_and_belong_to_their_ops(devx):
     x = torch.randn(96, 96, device="devx")
     with profile(activities=DEVICE_ACTIVITIES) as prof:
@@ -54,6 +59,7 @@ def test_kernels_have_device_time_and_belong_to_their_ops(devx):
     del z
 
 
+@needs_device_rows
 def test_table_sorted_by_device_time_lists_the_heavy_kernel_first(devx):
     # The mm does 512 times the tanh's work: a loaded machine slowing one kernel leaves the order.
     x = torch.randn(512, 512, device="devx")
@@ -69,6 +75,7 @@ def test_table_sorted_by_device_time_lists_the_heavy_kernel_first(devx):
 
 
 @pytest.mark.devices(2)
+@needs_device_rows
 def test_chrome_trace_has_device_rows_flows_and_kernels_inside_their_ops(devx, tmp_path):
     x = torch.randn(64, 64, device="devx")
     side = torch.devx.Stream()
@@ -100,6 +107,7 @@ def test_chrome_trace_has_device_rows_flows_and_kernels_inside_their_ops(devx, t
     assert sorted(n for n in names if n[0] in (0, 1)) == [(0, "devx 0"), (1, "devx 1")]
 
 
+@needs_device_rows
 def test_launches_start_the_flows_that_device_activities_end(devx, tmp_path):
     x = torch.randn(64, 64, device="devx")
     with profile(activities=DEVICE_ACTIVITIES) as prof:
@@ -129,6 +137,7 @@ def test_launches_start_the_flows_that_device_activities_end(devx, tmp_path):
     assert launch_rows["devxLaunchKernel"].device_time_total == 0
 
 
+@needs_device_rows
 def test_same_device_copies_are_device_activities(devx, tmp_path):
     a = torch.randn(1 << 16, device="devx")
     vendor = devx.vendor
@@ -149,6 +158,7 @@ def test_same_device_copies_are_device_activities(devx, tmp_path):
     assert rows[f"{vendor}::copy_"].count == 2
 
 
+@needs_device_rows
 def test_copies_are_memcpy_activities_with_bytes(devx, tmp_path):
     host = torch.randn(1000)
     with profile(activities=DEVICE_ACTIVITIES) as prof:
@@ -190,6 +200,7 @@ def test_kernel_allocations_stay_with_their_op(devx):
     del y
 
 
+@needs_device_rows
 def test_the_simulators_own_aten_calls_are_not_profiled(devx):
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)).to("devx")
     x = torch.randn(2, 3, 8, 8, device="devx")
@@ -210,6 +221,7 @@ def test_the_simulators_own_aten_calls_are_not_profiled(devx):
     assert not [e.name for e in events if "mkldnn" in e.name]
 
 
+@needs_device_rows
 def test_record_function_nesting_rolls_device_time_up(devx):
     x = torch.randn(128, 128, device="devx")
     with profile(activities=DEVICE_ACTIVITIES) as prof:
@@ -224,6 +236,7 @@ def test_record_function_nesting_rolls_device_time_up(devx):
     assert rows["outer"].device_time_total == pytest.approx(inner + rows[f"{vendor}::relu"].device_time_total)
 
 
+@needs_device_rows
 def test_group_by_input_shape(devx):
     a = torch.randn(8, 8, device="devx")
     b = torch.randn(32, 32, device="devx")
@@ -238,6 +251,7 @@ def test_group_by_input_shape(devx):
     assert all(e.device_time_total > 0 for e in mm)
 
 
+@needs_device_rows
 def test_with_stack_attributes_device_time_to_the_python_caller(devx):
     x = torch.randn(16, device="devx")
 
@@ -264,6 +278,7 @@ def scheduled_traces(repeat: int, steps: int) -> list:
     return traces
 
 
+@needs_device_rows
 def test_schedule_records_only_active_steps(devx):
     traces = scheduled_traces(repeat=1, steps=6)
     assert len(traces) == 1
@@ -273,6 +288,7 @@ def test_schedule_records_only_active_steps(devx):
 
 # torch warns that each cycle's events replace the last's, which is what this test relies on.
 @pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
+@needs_device_rows
 def test_schedule_with_repeats_hands_over_each_cycle(devx):
     traces = scheduled_traces(repeat=3, steps=14)
     assert len(traces) == 3
@@ -297,6 +313,7 @@ def test_cpu_only_profile_records_no_device_activity_and_closes_the_gate(devx, t
     assert not devx._C._diag_gate_open()
 
 
+@needs_device_rows
 def test_an_op_that_raises_while_profiled_leaves_the_profiler_usable(devx):
     a = torch.randn(3, 4, device="devx")
     with profile(activities=DEVICE_ACTIVITIES):
@@ -307,6 +324,7 @@ def test_an_op_that_raises_while_profiled_leaves_the_profiler_usable(devx):
     assert {e.key for e in prof.key_averages()} >= {"aten::mm", f"{devx.vendor}::mm"}
 
 
+@needs_device_rows
 def test_backward_kernels_are_recorded_on_the_autograd_thread(devx):
     lin = torch.nn.Linear(16, 16).to("devx")
     x = torch.randn(4, 16, device="devx")
@@ -320,6 +338,7 @@ def test_backward_kernels_are_recorded_on_the_autograd_thread(devx):
     assert backward
 
 
+@needs_device_rows
 def test_cuda_activity_under_mocking_profiles_devx(devx):
     x = torch.randn(64, 64).cuda()
     assert ProfilerActivity.CUDA in torch.profiler.supported_activities()
@@ -363,6 +382,7 @@ def test_cpu_only_and_legacy_profiles_show_only_the_programs_ops():
     assert "ok" in proc.stdout
 
 
+@needs_device_rows
 def test_async_vendor_device_times_come_from_the_stream():
     proc = run_python(
         """
@@ -395,6 +415,7 @@ def test_async_vendor_device_times_come_from_the_stream():
     assert "ok" in proc.stdout
 
 
+@needs_device_rows
 def test_resnet_profiling_example_runs_and_writes_a_trace(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "examples" / "profile_resnet.py"), "--out", str(tmp_path),
                            "--steps", "3"], env=child_env(), capture_output=True, text=True, timeout=300)

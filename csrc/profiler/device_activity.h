@@ -121,4 +121,9 @@ void stop_recording();
 // Waits for the pending spans' events and returns their activities, oldest first.
 std::vector<Activity> collect();
 
+// Whether torch.profiler can show devx's device activities: the installed torch has kineto's
+// PrivateUse1 profiler registry (kineto_plugin.cpp). Without it only the legacy autograd
+// profiler's device times remain.
+bool kineto_plugin_available();
+
 }  // namespace devx::profiler

@@ -7,6 +7,14 @@
 // chrome trace's device rows from them.
 #include "profiler/kineto_plugin_config.h"
 
+#include "profiler/device_activity.h"
+
+namespace devx::profiler {
+bool kineto_plugin_available() {
+  return DEVX_HAS_KINETO_PLUGIN;
+}
+}  // namespace devx::profiler
+
 #if DEVX_HAS_KINETO_PLUGIN
 
 #include <libkineto.h>

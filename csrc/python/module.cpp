@@ -16,6 +16,7 @@
 #include "aten/op_registry.h"
 #include "aten/vendor_call.h"
 #include "core/init.h"
+#include "profiler/device_activity.h"
 #include "python/cuda_alias.h"
 #include "python/frame_walker.h"
 #include "python/op_bridge.h"
@@ -275,6 +276,7 @@ PYBIND11_MODULE(_C, m) {
         THPGenerator_initDefaultGenerator(devx::default_generator(devx::device_index_arg(i))));
   });
   m.def("_async_host_streams", [] { return devx::g_async_host_streams; });
+  m.def("_profiler_device_rows", &devx::profiler::kineto_plugin_available);
   m.def("_in_bad_fork", &devx::in_bad_fork);
   m.def("_hold_stream", [](int64_t device, int64_t stream_id) {
     return devx::hold_stream(devx::DevxStream(

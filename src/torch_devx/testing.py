@@ -20,6 +20,12 @@ def async_streams() -> bool:
     return bool(_C._async_host_streams())
 
 
+def profiler_device_rows() -> bool:
+    """Whether torch.profiler shows devx's kernels and copies as device activities: the installed
+    torch has kineto's PrivateUse1 profiler registry (torch 2.13 has it, 2.11 does not)."""
+    return bool(_C._profiler_device_rows())
+
+
 @contextlib.contextmanager
 def hold_stream(stream: Optional[torch.Stream] = None) -> Iterator[None]:
     """Inside the block, `stream` (default: the current devx stream) runs nothing issued after
