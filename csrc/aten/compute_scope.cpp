@@ -146,6 +146,13 @@ constexpr size_t kCachedAliasSlots = 16;
 struct CachedAlias {
   c10::StorageImpl* devx = nullptr;
   c10::intrusive_ptr<c10::StorageImpl> alias;
+  // An alias TensorImpl over `alias` that no scope uses, parked here when its scope closed: the
+  // next op on the same devx storage takes it as it is, with no storage swapped in and out (two
+  // storage swaps and their reference counting were a tenth of a small op's cost). Only ever over
+  // `alias`: whatever drops or replaces `alias` drops it too.
+  c10::intrusive_ptr<c10::TensorImpl> parked;
+  // References on `alias` that are the cache's own: the slot's, and the parked TensorImpl's.
+  size_t own_references() const { return parked ? 2 : 1; }
 };
 using AliasSlots = std::array<CachedAlias, kCachedAliasSlots>;
 
@@ -163,7 +170,7 @@ c10::intrusive_ptr<c10::StorageImpl> cached_alias_storage(c10::StorageImpl* s, c
     return slot.alias;
   }
   // A slot whose alias a scope on this thread still uses (an enclosing op) is left alone.
-  if (a && slot.alias.use_count() > 1) return make_alias_storage(s, compute_device);
+  if (a && slot.alias.use_count() > slot.own_references()) return make_alias_storage(s, compute_device);
   c10::DataPtr borrowed(const_cast<void*>(s->data()), s, &borrow_alias, compute_device);
   if (a) {
     a->set_data_ptr_noswap(std::move(borrowed));
@@ -180,17 +187,43 @@ c10::intrusive_ptr<c10::StorageImpl> cached_alias_storage(c10::StorageImpl* s, c
 // still holds (beyond the cache and the scope) starts owning its bytes, as an uncached one does,
 // and leaves the cache.
 void settle_alias_storage(c10::StorageImpl* devx, const c10::intrusive_ptr<c10::StorageImpl>& alias) {
-  if (alias->data_ptr().get_deleter() != &borrow_alias || alias.use_count() <= 2) return;
+  if (alias->data_ptr().get_deleter() != &borrow_alias) return;
+  AliasSlots* slots = per_thread<AliasSlots>();
+  CachedAlias* slot = slots ? &slot_for(*slots, devx) : nullptr;
+  if (slot && slot->alias.get() != alias.get()) slot = nullptr;
+  if (alias.use_count() <= 1 + (slot ? slot->own_references() : 1)) return;
   c10::raw::intrusive_ptr::incref(devx);
   alias->set_data_ptr_noswap(
       c10::DataPtr(alias->data_ptr().get(), devx, &release_alias, alias->data_ptr().device()));
-  if (AliasSlots* slots = per_thread<AliasSlots>()) {
-    CachedAlias& slot = slot_for(*slots, devx);
-    if (slot.alias.get() == alias.get()) {
-      slot.alias.reset();
-      slot.devx = nullptr;
-    }
+  if (slot) {
+    slot->parked.reset();
+    slot->alias.reset();
+    slot->devx = nullptr;
   }
+}
+
+// The TensorImpl parked in the slot of cached alias storage `alias` (of devx storage `devx`), or
+// null if none is.
+c10::intrusive_ptr<c10::TensorImpl> take_parked(const c10::StorageImpl* devx, const c10::StorageImpl* alias) {
+  AliasSlots* slots = per_thread<AliasSlots>();
+  if (C10_UNLIKELY(!slots)) return {};
+  CachedAlias& slot = slot_for(*slots, devx);
+  if (!slot.parked || slot.alias.get() != alias) return {};
+  return std::move(slot.parked);
+}
+
+// Parks a TensorImpl nothing else holds over a cached alias storage in its slot; false (nothing
+// done) where it is over another storage or the slot has one parked already.
+bool park(c10::intrusive_ptr<c10::TensorImpl>& impl) {
+  const c10::StorageImpl* alias = impl->unsafe_storage().unsafeGetStorageImpl();
+  const c10::DataPtr& dp = alias->data_ptr();
+  if (dp.get_deleter() != &borrow_alias) return false;
+  AliasSlots* slots = per_thread<AliasSlots>();
+  if (C10_UNLIKELY(!slots)) return false;
+  CachedAlias& slot = slot_for(*slots, static_cast<const c10::StorageImpl*>(dp.get_context()));
+  if (slot.parked || slot.alias.get() != alias) return false;
+  slot.parked = std::move(impl);
+  return true;
 }
 
 // Element by element: these are a few dimensions, where a call to memcmp costs more.
@@ -206,18 +239,26 @@ bool same_geometry(const c10::TensorImpl& a, const c10::TensorImpl& b) {
 
 // Alias TensorImpls recycled between ops on this thread: allocating, constructing and destroying
 // one per argument per op was a tenth of a small op's cost. Only a plain TensorImpl nothing else
-// holds comes back here, and it waits holding an empty storage (so no devx memory stays alive).
+// holds comes back: parked in the slot of its cached alias storage (see CachedAlias), which
+// borrows its bytes, or else here, holding an empty storage (so no devx memory stays alive).
 constexpr size_t kRecycledAliases = 8;
 using RecycledAliases = std::vector<c10::intrusive_ptr<c10::TensorImpl>>;
 
-c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, c10::intrusive_ptr<c10::StorageImpl> storage,
-                                               c10::DispatchKeySet keyset) {
-  c10::intrusive_ptr<c10::TensorImpl> impl;
-  RecycledAliases* recycled = per_thread<RecycledAliases>();
-  if (recycled && !recycled->empty()) {
-    impl = std::move(recycled->back());
-    recycled->pop_back();
-    impl->set_storage_and_dtype(c10::Storage(std::move(storage)), t.dtype());
+c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, const c10::StorageImpl* devx,
+                                               c10::intrusive_ptr<c10::StorageImpl> storage, c10::DispatchKeySet keyset) {
+  c10::intrusive_ptr<c10::TensorImpl> impl = take_parked(devx, storage.get());
+  if (!impl) {
+    RecycledAliases* recycled = per_thread<RecycledAliases>();
+    if (recycled && !recycled->empty()) {
+      impl = std::move(recycled->back());
+      recycled->pop_back();
+    }
+  }
+  if (impl) {
+    // A parked TensorImpl is over `storage` already, and usually of the dtype wanted.
+    if (impl->unsafe_storage().unsafeGetStorageImpl() != storage.get() || impl->dtype() != t.dtype()) {
+      impl->set_storage_and_dtype(c10::Storage(std::move(storage)), t.dtype());
+    }
     // Ops in a loop see the same shapes again: the recycled geometry (and the contiguity worked
     // out from it) is still right.
     if (!same_geometry(*impl, *t.unsafeGetTensorImpl())) {
@@ -233,11 +274,12 @@ c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, c10::intrusi
 }
 
 void recycle_alias(c10::intrusive_ptr<c10::TensorImpl>&& impl) {
-  RecycledAliases* recycled = per_thread<RecycledAliases>();
-  if (!recycled || recycled->size() >= kRecycledAliases || impl.use_count() != 1 || impl.weak_use_count() != 1 ||
-      typeid(*impl) != typeid(c10::TensorImpl) || !impl->allow_tensor_metadata_change()) {
+  if (impl.use_count() != 1 || impl.weak_use_count() != 1 || typeid(*impl) != typeid(c10::TensorImpl) ||
+      !impl->allow_tensor_metadata_change() || park(impl)) {
     return;
   }
+  RecycledAliases* recycled = per_thread<RecycledAliases>();
+  if (!recycled || recycled->size() >= kRecycledAliases) return;
   static const c10::Storage no_bytes(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::kCPU), nullptr,
                                      /*resizable=*/false);
   impl->set_storage_keep_dtype(no_bytes);
@@ -354,7 +396,8 @@ at::Tensor ComputeScope::in(const at::Tensor& t) const {
     for (size_t i = 0; i < aliased_tensors_.size(); ++i) {
       if (aliased_tensors_[i] == impl) return at::Tensor(alias_tensors_[i]);
     }
-    alias_tensors_.push_back(make_alias(t, alias_storage(t.storage().unsafeGetStorageImpl()), keyset_));
+    c10::StorageImpl* devx = t.storage().unsafeGetStorageImpl();
+    alias_tensors_.push_back(make_alias(t, devx, alias_storage(devx), keyset_));
     aliased_tensors_.push_back(impl);
     return at::Tensor(alias_tensors_.back());
   }
@@ -502,7 +545,7 @@ at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device) {
   const bool reusable = r.use_count() == 1 && r.weak_use_count() == 1 && typeid(*impl) == typeid(c10::TensorImpl) &&
                         impl->layout() == c10::kStrided && impl->allow_tensor_metadata_change();
   if (!reusable) return alias_to_devx(static_cast<const at::Tensor&>(r), device);
-  impl->set_storage_keep_dtype(devx_storage_or_copy(impl->storage().unsafeGetStorageImpl(), device));
+  impl->set_storage_keep_dtype(devx_storage_or_copy(impl->unsafe_storage().unsafeGetStorageImpl(), device));
   impl->_change_backend_component_keys(devx_device(device));
   return std::move(r);
 }
