@@ -83,3 +83,24 @@ def test_argument_passed_twice_shares_one_alias():
         x.ldexp_(torch.ones(5, 5, dtype=torch.int64, device="devx"))
     assert str(devx_error.value).split("\n")[0] == str(cpu_error.value).split("\n")[0]
     assert_close(x.cpu(), a)
+
+
+def test_aliases_made_in_inference_mode_serve_autograd_after_it():
+    # Aliases made under inference mode are reused after it, where the whole-sequence LSTM
+    # detaches its aliases and gives them the arguments' version counters.
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(4, 3)
+    x = torch.randn(5, 2, 4)
+    dx = x.to("devx")
+    dlstm = torch.nn.LSTM(4, 3).to("devx")
+    dlstm.load_state_dict(lstm.state_dict())
+    with torch.inference_mode():
+        for p in dlstm.parameters():
+            p * 2
+        dx * 2
+    out, _ = lstm(x.requires_grad_())
+    dout, _ = dlstm(dx.requires_grad_())
+    out.sum().backward()
+    dout.sum().backward()
+    assert_close(dout.cpu(), out)
+    assert_close(dx.grad.cpu(), x.grad)

@@ -3,6 +3,7 @@
 #include "aten/compute_allocator.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -112,19 +113,24 @@ template <typename T>
 DEVX_HOT_TLS thread_local bool t_per_thread_gone = false;
 
 template <typename T>
-T* per_thread() {
-  if (C10_UNLIKELY(!t_per_thread<T>) && !t_per_thread_gone<T>) {
-    struct Owner {
-      T value;
-      ~Owner() {
-        t_per_thread<T> = nullptr;
-        t_per_thread_gone<T> = true;
-      }
-    };
-    thread_local Owner owner;
-    t_per_thread<T> = &owner.value;
-  }
+C10_NOINLINE T* make_per_thread() {
+  if (t_per_thread_gone<T>) return nullptr;
+  struct Owner {
+    T value;
+    ~Owner() {
+      t_per_thread<T> = nullptr;
+      t_per_thread_gone<T> = true;
+    }
+  };
+  thread_local Owner owner;
+  t_per_thread<T> = &owner.value;
   return t_per_thread<T>;
+}
+
+template <typename T>
+inline T* per_thread() {
+  T* value = t_per_thread<T>;
+  return C10_LIKELY(value != nullptr) ? value : make_per_thread<T>();
 }
 
 // The deleter of a cached alias storage's bytes, which it borrows: they belong to the devx
@@ -245,8 +251,8 @@ constexpr size_t kRecycledAliases = 8;
 using RecycledAliases = std::vector<c10::intrusive_ptr<c10::TensorImpl>>;
 
 c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, const c10::StorageImpl* devx,
-                                               c10::intrusive_ptr<c10::StorageImpl> storage, c10::DispatchKeySet keyset) {
-  c10::intrusive_ptr<c10::TensorImpl> impl = take_parked(devx, storage.get());
+                                               c10::StorageImpl* storage, c10::DispatchKeySet keyset) {
+  c10::intrusive_ptr<c10::TensorImpl> impl = take_parked(devx, storage);
   if (!impl) {
     RecycledAliases* recycled = per_thread<RecycledAliases>();
     if (recycled && !recycled->empty()) {
@@ -256,8 +262,8 @@ c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, const c10::S
   }
   if (impl) {
     // A parked TensorImpl is over `storage` already, and usually of the dtype wanted.
-    if (impl->unsafe_storage().unsafeGetStorageImpl() != storage.get() || impl->dtype() != t.dtype()) {
-      impl->set_storage_and_dtype(c10::Storage(std::move(storage)), t.dtype());
+    if (impl->unsafe_storage().unsafeGetStorageImpl() != storage || impl->dtype() != t.dtype()) {
+      impl->set_storage_and_dtype(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)), t.dtype());
     }
     // Ops in a loop see the same shapes again: the recycled geometry (and the contiguity worked
     // out from it) is still right.
@@ -265,7 +271,11 @@ c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, const c10::S
       impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
     }
   } else {
-    impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)), keyset, t.dtype());
+    // Not an inference tensor even when made in inference mode: it is reused after it, where the
+    // whole-sequence RNNs detach aliases and share the arguments' version counters with them.
+    c10::InferenceMode not_inference(false);
+    impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)),
+                                                keyset, t.dtype());
     impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   }
   impl->_set_conj(t.is_conj());
@@ -356,6 +366,19 @@ uint64_t compute_calls() {
   return g_compute_calls.load(std::memory_order_relaxed);
 }
 
+ComputeScope::ComputeScope(ArgumentsOutliveScope) : ComputeScope() {
+  holds_arguments_ = false;
+}
+
+const at::Tensor& ComputeScope::AliasTensors::push_back(at::Tensor t) {
+  if (size_ < kInline) {
+    inline_[size_] = std::move(t);
+  } else {
+    overflow_.push_back(std::make_unique<at::Tensor>(std::move(t)));
+  }
+  return (*this)[size_++];
+}
+
 ComputeScope::ComputeScope()
     : device_(current_device()),
       compute_device_(compute_device_for(device_)),
@@ -381,25 +404,29 @@ ComputeScope::~ComputeScope() {
     c10::impl::getDeviceGuardImpl(compute_device_.type())->exchangeStream(*previous_compute_stream_);
   }
   t_route_device = previous_route_;
-  for (auto& impl : alias_tensors_) recycle_alias(std::move(impl));
   // Those not recycled go now, so that only references from outside count as an escape.
-  alias_tensors_.clear();
-  for (const auto& [devx, alias] : aliases_) settle_alias_storage(devx.get(), alias);
+  for (size_t i = 0; i < alias_tensors_.size(); ++i) {
+    recycle_alias(c10::intrusive_ptr<c10::TensorImpl>::reclaim(alias_tensors_[i].unsafeReleaseTensorImpl()));
+  }
+  for (const Aliased& a : aliases_) {
+    settle_alias_storage(a.devx, a.alias);
+    if (holds_arguments_) c10::raw::intrusive_ptr::decref(a.devx);
+  }
 }
 
-at::Tensor ComputeScope::in(const at::Tensor& t) const {
+const at::Tensor& ComputeScope::in(const at::Tensor& t) const {
   if (!t.defined()) return t;
   c10::Device d = t.device();
   if (C10_LIKELY(d.type() == kDevx)) {
     if (C10_UNLIKELY(d.index() != device_)) mixed_devices(t, device_);
     const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
     for (size_t i = 0; i < aliased_tensors_.size(); ++i) {
-      if (aliased_tensors_[i] == impl) return at::Tensor(alias_tensors_[i]);
+      if (aliased_tensors_[i] == impl) return alias_tensors_[i];
     }
     c10::StorageImpl* devx = t.storage().unsafeGetStorageImpl();
-    alias_tensors_.push_back(make_alias(t, devx, alias_storage(devx), keyset_));
+    const at::Tensor& alias = alias_tensors_.push_back(at::Tensor(make_alias(t, devx, alias_storage(devx), keyset_)));
     aliased_tensors_.push_back(impl);
-    return at::Tensor(alias_tensors_.back());
+    return alias;
   }
   if (d.type() == c10::kCPU && t.dim() == 0) return t;
   mixed_devices(t, device_);
@@ -422,13 +449,13 @@ std::vector<at::Tensor> ComputeScope::in_written(at::TensorList ts) const {
   return out;
 }
 
-c10::intrusive_ptr<c10::StorageImpl> ComputeScope::alias_storage(c10::StorageImpl* devx_storage) const {
-  for (const auto& [devx, alias] : aliases_) {
-    if (devx.get() == devx_storage) return alias;
+c10::StorageImpl* ComputeScope::alias_storage(c10::StorageImpl* devx_storage) const {
+  for (const Aliased& a : aliases_) {
+    if (a.devx == devx_storage) return a.alias.get();
   }
-  auto alias = cached_alias_storage(devx_storage, compute_device_);
-  aliases_.emplace_back(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(devx_storage), alias);
-  return alias;
+  if (holds_arguments_) c10::raw::intrusive_ptr::incref(devx_storage);
+  aliases_.push_back({devx_storage, cached_alias_storage(devx_storage, compute_device_)});
+  return aliases_.back().alias.get();
 }
 
 std::optional<at::Tensor> ComputeScope::in(const std::optional<at::Tensor>& t) const {
