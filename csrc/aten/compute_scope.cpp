@@ -3,6 +3,7 @@
 #include "aten/compute_allocator.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -112,19 +113,24 @@ template <typename T>
 DEVX_HOT_TLS thread_local bool t_per_thread_gone = false;
 
 template <typename T>
-T* per_thread() {
-  if (C10_UNLIKELY(!t_per_thread<T>) && !t_per_thread_gone<T>) {
-    struct Owner {
-      T value;
-      ~Owner() {
-        t_per_thread<T> = nullptr;
-        t_per_thread_gone<T> = true;
-      }
-    };
-    thread_local Owner owner;
-    t_per_thread<T> = &owner.value;
-  }
+C10_NOINLINE T* make_per_thread() {
+  if (t_per_thread_gone<T>) return nullptr;
+  struct Owner {
+    T value;
+    ~Owner() {
+      t_per_thread<T> = nullptr;
+      t_per_thread_gone<T> = true;
+    }
+  };
+  thread_local Owner owner;
+  t_per_thread<T> = &owner.value;
   return t_per_thread<T>;
+}
+
+template <typename T>
+inline T* per_thread() {
+  T* value = t_per_thread<T>;
+  return C10_LIKELY(value != nullptr) ? value : make_per_thread<T>();
 }
 
 // The deleter of a cached alias storage's bytes, which it borrows: they belong to the devx
@@ -146,6 +152,13 @@ constexpr size_t kCachedAliasSlots = 16;
 struct CachedAlias {
   c10::StorageImpl* devx = nullptr;
   c10::intrusive_ptr<c10::StorageImpl> alias;
+  // An alias TensorImpl over `alias` that no scope uses, parked here when its scope closed: the
+  // next op on the same devx storage takes it as it is, with no storage swapped in and out (two
+  // storage swaps and their reference counting were a tenth of a small op's cost). Only ever over
+  // `alias`: whatever drops or replaces `alias` drops it too.
+  c10::intrusive_ptr<c10::TensorImpl> parked;
+  // References on `alias` that are the cache's own: the slot's, and the parked TensorImpl's.
+  size_t own_references() const { return parked ? 2 : 1; }
 };
 using AliasSlots = std::array<CachedAlias, kCachedAliasSlots>;
 
@@ -163,7 +176,7 @@ c10::intrusive_ptr<c10::StorageImpl> cached_alias_storage(c10::StorageImpl* s, c
     return slot.alias;
   }
   // A slot whose alias a scope on this thread still uses (an enclosing op) is left alone.
-  if (a && slot.alias.use_count() > 1) return make_alias_storage(s, compute_device);
+  if (a && slot.alias.use_count() > slot.own_references()) return make_alias_storage(s, compute_device);
   c10::DataPtr borrowed(const_cast<void*>(s->data()), s, &borrow_alias, compute_device);
   if (a) {
     a->set_data_ptr_noswap(std::move(borrowed));
@@ -180,17 +193,43 @@ c10::intrusive_ptr<c10::StorageImpl> cached_alias_storage(c10::StorageImpl* s, c
 // still holds (beyond the cache and the scope) starts owning its bytes, as an uncached one does,
 // and leaves the cache.
 void settle_alias_storage(c10::StorageImpl* devx, const c10::intrusive_ptr<c10::StorageImpl>& alias) {
-  if (alias->data_ptr().get_deleter() != &borrow_alias || alias.use_count() <= 2) return;
+  if (alias->data_ptr().get_deleter() != &borrow_alias) return;
+  AliasSlots* slots = per_thread<AliasSlots>();
+  CachedAlias* slot = slots ? &slot_for(*slots, devx) : nullptr;
+  if (slot && slot->alias.get() != alias.get()) slot = nullptr;
+  if (alias.use_count() <= 1 + (slot ? slot->own_references() : 1)) return;
   c10::raw::intrusive_ptr::incref(devx);
   alias->set_data_ptr_noswap(
       c10::DataPtr(alias->data_ptr().get(), devx, &release_alias, alias->data_ptr().device()));
-  if (AliasSlots* slots = per_thread<AliasSlots>()) {
-    CachedAlias& slot = slot_for(*slots, devx);
-    if (slot.alias.get() == alias.get()) {
-      slot.alias.reset();
-      slot.devx = nullptr;
-    }
+  if (slot) {
+    slot->parked.reset();
+    slot->alias.reset();
+    slot->devx = nullptr;
   }
+}
+
+// The TensorImpl parked in the slot of cached alias storage `alias` (of devx storage `devx`), or
+// null if none is.
+c10::intrusive_ptr<c10::TensorImpl> take_parked(const c10::StorageImpl* devx, const c10::StorageImpl* alias) {
+  AliasSlots* slots = per_thread<AliasSlots>();
+  if (C10_UNLIKELY(!slots)) return {};
+  CachedAlias& slot = slot_for(*slots, devx);
+  if (!slot.parked || slot.alias.get() != alias) return {};
+  return std::move(slot.parked);
+}
+
+// Parks a TensorImpl nothing else holds over a cached alias storage in its slot; false (nothing
+// done) where it is over another storage or the slot has one parked already.
+bool park(c10::intrusive_ptr<c10::TensorImpl>& impl) {
+  const c10::StorageImpl* alias = impl->unsafe_storage().unsafeGetStorageImpl();
+  const c10::DataPtr& dp = alias->data_ptr();
+  if (dp.get_deleter() != &borrow_alias) return false;
+  AliasSlots* slots = per_thread<AliasSlots>();
+  if (C10_UNLIKELY(!slots)) return false;
+  CachedAlias& slot = slot_for(*slots, static_cast<const c10::StorageImpl*>(dp.get_context()));
+  if (slot.parked || slot.alias.get() != alias) return false;
+  slot.parked = std::move(impl);
+  return true;
 }
 
 // Element by element: these are a few dimensions, where a call to memcmp costs more.
@@ -206,25 +245,37 @@ bool same_geometry(const c10::TensorImpl& a, const c10::TensorImpl& b) {
 
 // Alias TensorImpls recycled between ops on this thread: allocating, constructing and destroying
 // one per argument per op was a tenth of a small op's cost. Only a plain TensorImpl nothing else
-// holds comes back here, and it waits holding an empty storage (so no devx memory stays alive).
+// holds comes back: parked in the slot of its cached alias storage (see CachedAlias), which
+// borrows its bytes, or else here, holding an empty storage (so no devx memory stays alive).
 constexpr size_t kRecycledAliases = 8;
 using RecycledAliases = std::vector<c10::intrusive_ptr<c10::TensorImpl>>;
 
-c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, c10::intrusive_ptr<c10::StorageImpl> storage,
-                                               c10::DispatchKeySet keyset) {
-  c10::intrusive_ptr<c10::TensorImpl> impl;
-  RecycledAliases* recycled = per_thread<RecycledAliases>();
-  if (recycled && !recycled->empty()) {
-    impl = std::move(recycled->back());
-    recycled->pop_back();
-    impl->set_storage_and_dtype(c10::Storage(std::move(storage)), t.dtype());
+c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, const c10::StorageImpl* devx,
+                                               c10::StorageImpl* storage, c10::DispatchKeySet keyset) {
+  c10::intrusive_ptr<c10::TensorImpl> impl = take_parked(devx, storage);
+  if (!impl) {
+    RecycledAliases* recycled = per_thread<RecycledAliases>();
+    if (recycled && !recycled->empty()) {
+      impl = std::move(recycled->back());
+      recycled->pop_back();
+    }
+  }
+  if (impl) {
+    // A parked TensorImpl is over `storage` already, and usually of the dtype wanted.
+    if (impl->unsafe_storage().unsafeGetStorageImpl() != storage || impl->dtype() != t.dtype()) {
+      impl->set_storage_and_dtype(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)), t.dtype());
+    }
     // Ops in a loop see the same shapes again: the recycled geometry (and the contiguity worked
     // out from it) is still right.
     if (!same_geometry(*impl, *t.unsafeGetTensorImpl())) {
       impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
     }
   } else {
-    impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)), keyset, t.dtype());
+    // Not an inference tensor even when made in inference mode: it is reused after it, where the
+    // whole-sequence RNNs detach aliases and share the arguments' version counters with them.
+    c10::InferenceMode not_inference(false);
+    impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)),
+                                                keyset, t.dtype());
     impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   }
   impl->_set_conj(t.is_conj());
@@ -233,11 +284,12 @@ c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, c10::intrusi
 }
 
 void recycle_alias(c10::intrusive_ptr<c10::TensorImpl>&& impl) {
-  RecycledAliases* recycled = per_thread<RecycledAliases>();
-  if (!recycled || recycled->size() >= kRecycledAliases || impl.use_count() != 1 || impl.weak_use_count() != 1 ||
-      typeid(*impl) != typeid(c10::TensorImpl) || !impl->allow_tensor_metadata_change()) {
+  if (impl.use_count() != 1 || impl.weak_use_count() != 1 || typeid(*impl) != typeid(c10::TensorImpl) ||
+      !impl->allow_tensor_metadata_change() || park(impl)) {
     return;
   }
+  RecycledAliases* recycled = per_thread<RecycledAliases>();
+  if (!recycled || recycled->size() >= kRecycledAliases) return;
   static const c10::Storage no_bytes(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::kCPU), nullptr,
                                      /*resizable=*/false);
   impl->set_storage_keep_dtype(no_bytes);
@@ -314,6 +366,19 @@ uint64_t compute_calls() {
   return g_compute_calls.load(std::memory_order_relaxed);
 }
 
+ComputeScope::ComputeScope(ArgumentsOutliveScope) : ComputeScope() {
+  holds_arguments_ = false;
+}
+
+const at::Tensor& ComputeScope::AliasTensors::push_back(at::Tensor t) {
+  if (size_ < kInline) {
+    inline_[size_] = std::move(t);
+  } else {
+    overflow_.push_back(std::make_unique<at::Tensor>(std::move(t)));
+  }
+  return (*this)[size_++];
+}
+
 ComputeScope::ComputeScope()
     : device_(current_device()),
       compute_device_(compute_device_for(device_)),
@@ -339,24 +404,29 @@ ComputeScope::~ComputeScope() {
     c10::impl::getDeviceGuardImpl(compute_device_.type())->exchangeStream(*previous_compute_stream_);
   }
   t_route_device = previous_route_;
-  for (auto& impl : alias_tensors_) recycle_alias(std::move(impl));
   // Those not recycled go now, so that only references from outside count as an escape.
-  alias_tensors_.clear();
-  for (const auto& [devx, alias] : aliases_) settle_alias_storage(devx.get(), alias);
+  for (size_t i = 0; i < alias_tensors_.size(); ++i) {
+    recycle_alias(c10::intrusive_ptr<c10::TensorImpl>::reclaim(alias_tensors_[i].unsafeReleaseTensorImpl()));
+  }
+  for (const Aliased& a : aliases_) {
+    settle_alias_storage(a.devx, a.alias);
+    if (holds_arguments_) c10::raw::intrusive_ptr::decref(a.devx);
+  }
 }
 
-at::Tensor ComputeScope::in(const at::Tensor& t) const {
+const at::Tensor& ComputeScope::in(const at::Tensor& t) const {
   if (!t.defined()) return t;
   c10::Device d = t.device();
   if (C10_LIKELY(d.type() == kDevx)) {
     if (C10_UNLIKELY(d.index() != device_)) mixed_devices(t, device_);
     const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
     for (size_t i = 0; i < aliased_tensors_.size(); ++i) {
-      if (aliased_tensors_[i] == impl) return at::Tensor(alias_tensors_[i]);
+      if (aliased_tensors_[i] == impl) return alias_tensors_[i];
     }
-    alias_tensors_.push_back(make_alias(t, alias_storage(t.storage().unsafeGetStorageImpl()), keyset_));
+    c10::StorageImpl* devx = t.storage().unsafeGetStorageImpl();
+    const at::Tensor& alias = alias_tensors_.push_back(at::Tensor(make_alias(t, devx, alias_storage(devx), keyset_)));
     aliased_tensors_.push_back(impl);
-    return at::Tensor(alias_tensors_.back());
+    return alias;
   }
   if (d.type() == c10::kCPU && t.dim() == 0) return t;
   mixed_devices(t, device_);
@@ -379,13 +449,13 @@ std::vector<at::Tensor> ComputeScope::in_written(at::TensorList ts) const {
   return out;
 }
 
-c10::intrusive_ptr<c10::StorageImpl> ComputeScope::alias_storage(c10::StorageImpl* devx_storage) const {
-  for (const auto& [devx, alias] : aliases_) {
-    if (devx.get() == devx_storage) return alias;
+c10::StorageImpl* ComputeScope::alias_storage(c10::StorageImpl* devx_storage) const {
+  for (const Aliased& a : aliases_) {
+    if (a.devx == devx_storage) return a.alias.get();
   }
-  auto alias = cached_alias_storage(devx_storage, compute_device_);
-  aliases_.emplace_back(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(devx_storage), alias);
-  return alias;
+  if (holds_arguments_) c10::raw::intrusive_ptr::incref(devx_storage);
+  aliases_.push_back({devx_storage, cached_alias_storage(devx_storage, compute_device_)});
+  return aliases_.back().alias.get();
 }
 
 std::optional<at::Tensor> ComputeScope::in(const std::optional<at::Tensor>& t) const {
@@ -502,7 +572,7 @@ at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device) {
   const bool reusable = r.use_count() == 1 && r.weak_use_count() == 1 && typeid(*impl) == typeid(c10::TensorImpl) &&
                         impl->layout() == c10::kStrided && impl->allow_tensor_metadata_change();
   if (!reusable) return alias_to_devx(static_cast<const at::Tensor&>(r), device);
-  impl->set_storage_keep_dtype(devx_storage_or_copy(impl->storage().unsafeGetStorageImpl(), device));
+  impl->set_storage_keep_dtype(devx_storage_or_copy(impl->unsafe_storage().unsafeGetStorageImpl(), device));
   impl->_change_backend_component_keys(devx_device(device));
   return std::move(r);
 }

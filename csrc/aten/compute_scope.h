@@ -24,6 +24,8 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/util/SmallVector.h>
 
+#include <array>
+#include <memory>
 #include <vector>
 
 #include "profiler/device_activity.h"
@@ -31,16 +33,23 @@
 
 namespace devx {
 
+// What a caller whose arguments outlive the scope passes (the generated compute kernels, whose
+// arguments are the op's own parameters): the scope then takes no reference on their storages.
+struct ArgumentsOutliveScope {};
+
 class ComputeScope {
  public:
   ComputeScope();
+  explicit ComputeScope(ArgumentsOutliveScope);
   ~ComputeScope();
   ComputeScope(const ComputeScope&) = delete;
   ComputeScope& operator=(const ComputeScope&) = delete;
 
   c10::DispatchKeySet keyset() const { return keyset_; }
 
-  at::Tensor in(const at::Tensor& t) const;
+  // The alias of a devx tensor (or `t` itself: undefined, or a CPU scalar), valid while the scope
+  // and `t` live.
+  const at::Tensor& in(const at::Tensor& t) const;
   std::optional<at::Tensor> in(const std::optional<at::Tensor>& t) const;
   std::vector<at::Tensor> in(at::TensorList ts) const;
   std::vector<at::Tensor> in(const at::ITensorListRef& ts) const;
@@ -71,16 +80,34 @@ class ComputeScope {
   profiler::HiddenOps hidden_ops_;
   // Arguments that share a devx storage share one alias storage, so the compute device's
   // kernels see the sharing (overlap checks, in-place ops reading their own output). The scope
-  // holds each devx storage it aliased: a cached alias borrows the bytes, and a caller may drop
-  // its own reference once it has the alias (the boxed path replaces arguments by aliases).
-  c10::intrusive_ptr<c10::StorageImpl> alias_storage(c10::StorageImpl* devx_storage) const;
-  mutable c10::SmallVector<std::pair<c10::intrusive_ptr<c10::StorageImpl>, c10::intrusive_ptr<c10::StorageImpl>>, 4>
-      aliases_;
+  // holds each devx storage it aliased (unless told its arguments outlive it): a cached alias
+  // borrows the bytes, and a caller may drop its own reference once it has the alias (the boxed
+  // path replaces arguments by aliases).
+  struct Aliased {
+    c10::StorageImpl* devx;
+    c10::intrusive_ptr<c10::StorageImpl> alias;
+  };
+  c10::StorageImpl* alias_storage(c10::StorageImpl* devx_storage) const;
+  mutable c10::SmallVector<Aliased, 4> aliases_;
+  bool holds_arguments_ = true;
   // The alias tensors this scope made; those still unshared when it closes are recycled. A devx
   // tensor passed twice (`torch.mul(x, y, out=x)`, `torch.cat((x, y), out=x)`) gets its one alias
   // twice: the compute device's kernels compare TensorImpls to tell an output that is also an
   // input (which they must not resize) and full overlaps.
-  mutable c10::SmallVector<c10::intrusive_ptr<c10::TensorImpl>, 4> alias_tensors_;
+  // At addresses that stay put as more are added: in() hands out references to them.
+  class AliasTensors {
+   public:
+    size_t size() const { return size_; }
+    at::Tensor& operator[](size_t i) { return i < kInline ? inline_[i] : *overflow_[i - kInline]; }
+    const at::Tensor& push_back(at::Tensor t);
+
+   private:
+    static constexpr size_t kInline = 4;
+    std::array<at::Tensor, kInline> inline_;
+    std::vector<std::unique_ptr<at::Tensor>> overflow_;
+    size_t size_ = 0;
+  };
+  mutable AliasTensors alias_tensors_;
   mutable c10::SmallVector<const c10::TensorImpl*, 4> aliased_tensors_;
   // DEVX_SIM_SANITIZE: the kernel's reads and writes through the aliases are device work, not
   // host code touching devx memory (see sanitizer.h).

@@ -169,13 +169,18 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str, str]:
     kinds = {b.name: classify(b.argument.type) for b in bindings}
     writes = {b.name for b in bindings if b.argument.annotation and b.argument.annotation.is_write}
 
-    body = ["  devx::ComputeScope scope;"]
+    # The op's parameters outlive the scope: it need not hold their storages.
+    body = ["  devx::ComputeScope scope{devx::ArgumentsOutliveScope()};"]
     call_args = []
     for b in bindings:
         kind = kinds[b.name]
         if kind in ("tensor", "opt_tensor", "tensor_list", "opt_tensor_list"):
-            scope_in = "in_written" if b.name in writes else "in"
-            body.append(f"  auto a_{b.name} = scope.{scope_in}({b.name});")
+            # A read-only alias is held by reference (the scope keeps it), which spares a copy's
+            # reference counting; written ones are copies, as out= overloads take `Tensor&`.
+            if b.name in writes:
+                body.append(f"  auto a_{b.name} = scope.in_written({b.name});")
+            else:
+                body.append(f"  const auto& a_{b.name} = scope.in({b.name});")
             call_args.append(f"a_{b.name}")
         elif kind == "generator":
             body.append(f"  auto a_{b.name} = scope.generator({b.name});")
