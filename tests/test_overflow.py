@@ -69,7 +69,7 @@ def test_a_forward_hit_names_the_module_path(tools):
     with pytest.raises(tools.NonFiniteError) as info:
         with tools.OverflowCheck():
             Outer().to("devx")(x)
-    assert info.value.hit.module == "blocks.1 (Model)"
+    assert info.value.hit.module == "blocks.1 (Model)", info.value.hit
     assert "produced inf/nan in module blocks.1 (Model), called at" in str(info.value)
 
 
