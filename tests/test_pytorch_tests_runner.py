@@ -22,12 +22,15 @@ PROBE = textwrap.dedent('''
     import torch
     from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
     from torch.testing._internal.common_utils import TestCase, run_tests
+    from torch_devx._real_device import real_device
 
 
     class TestProbe(TestCase):
         def test_lands_on_devx(self, device):
             x = torch.ones(2, device=device)
-            self.assertEqual(x.device.type, "devx")
+            # CUDA-instantiated, devx tensors report their device as cuda, as CUDA's tests expect.
+            self.assertEqual(x.device.type, "cuda" if device.startswith("cuda") else "devx")
+            self.assertEqual(real_device(x).type, "devx")
             self.assertEqual((x + x).cpu(), torch.full((2,), 2.0))
             if device.startswith("cuda"):
                 # PyTorch runs CUDA tests on a side stream (CudaNonDefaultStream): here a devx one.
@@ -54,8 +57,7 @@ PROBE = textwrap.dedent('''
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     root = tmp_path / "pytorch"
-    (root / "test").mkdir(parents=True)
-    (root / "torch").mkdir()
+    (root / "test").mkdir(parents=True)  # only test/: a checkout of just the test files will do
     (root / "version.txt").write_text(torch.__version__.split("+")[0] + "a0\n")
     (root / "test" / "test_probe.py").write_text(PROBE)
     return root

@@ -4,8 +4,8 @@ PyTorch's test files instantiate each test class once per device type. Run from 
 of the installed torch's version, they test devx two ways:
 - as the PrivateUse1 device type (`TestCommonDEVX`; CUDA mocking off), the way PyTorch tests any
   out-of-tree backend;
-- as CUDA under mocking (`TestCommonCUDA`, with `CudaNonDefaultStream` and the CUDA-only tests), the
-  way DIPU runs PyTorch's CUDA cases on its device.
+- as CUDA under mocking (`TestCommonCUDA`, with `CudaNonDefaultStream` and the CUDA-only tests, and
+  devx tensors reporting their device as cuda), the way DIPU runs PyTorch's CUDA cases on its device.
 Each file runs in its own pytest child with a timeout, with a vendor's expectations file (skips with
 reasons, widened tolerances; see _pytorch_tests_plugin.load_expectations) applied. The result is a
 table of counts per file and mode, and a JSON report listing every failure.
@@ -52,7 +52,9 @@ def _mode_env(mode: str) -> dict[str, str]:
         # The device type's name is the backend's ("devx"); mocking off, so that no CUDA tests exist.
         return {"PYTORCH_TESTING_DEVICE_ONLY_FOR": torch._C._get_privateuse1_backend_name(), "DEVX_MOCK_CUDA": "0"}
     if mode == "cuda":
-        return {"PYTORCH_TESTING_DEVICE_ONLY_FOR": "cuda", "DEVX_MOCK_CUDA": "1"}
+        # CUDA's tests compare tensors' devices with "cuda" (DIPU runs them with
+        # DIPU_PYTHON_DEVICE_AS_CUDA=1 for the same reason).
+        return {"PYTORCH_TESTING_DEVICE_ONLY_FOR": "cuda", "DEVX_MOCK_CUDA": "1", "DEVX_DEVICE_AS_CUDA": "1"}
     raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
 
 
@@ -108,8 +110,9 @@ def run_file(source: Path, spec: str, mode: str, expectations: str | None, timeo
 def check_source(source: Path) -> str | None:
     """Raise ValueError unless `source` is a PyTorch checkout; return a warning when its version is
     not the installed torch's (its tests may then use testing helpers this torch lacks)."""
-    if not (source / "test").is_dir() or not (source / "torch").is_dir():
-        raise ValueError(f"{source} is not a PyTorch source checkout (it needs test/ and torch/ folders)")
+    # Only test/ is read: a checkout of just the test files will do.
+    if not (source / "test").is_dir():
+        raise ValueError(f"{source} is not a PyTorch source checkout (it needs a test/ folder)")
     import torch
 
     version_file = source / "version.txt"
