@@ -125,6 +125,16 @@ def assert_child_ok(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 0, "child failed: " + describe(proc)
 
 
+def needs_profiler_device_rows() -> pytest.MarkDecorator:
+    """Skips a test of torch.profiler's devx device rows on a torch without kineto's PrivateUse1
+    profiler registry (torch 2.11)."""
+    import torch_devx.testing
+
+    return pytest.mark.skipif(
+        not torch_devx.testing.profiler_device_rows(),
+        reason="this torch has no kineto PrivateUse1 profiler registry: torch.profiler shows no devx device activities")
+
+
 def to_cpu(obj: Any) -> Any:
     import torch
 

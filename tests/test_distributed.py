@@ -12,9 +12,8 @@ import subprocess
 import sys
 
 import pytest
-import torch_devx.testing
 
-from conftest import REPO, assert_child_ok, child_env, describe, run_many
+from conftest import REPO, assert_child_ok, child_env, describe, needs_profiler_device_rows, run_many
 
 PRELUDE = """
 import datetime, os, sys, time
@@ -550,8 +549,7 @@ def test_ddp_times_its_steps_with_devx_events(world_of_one):
     assert stats["avg_forward_compute_time"] > 0 and stats["avg_backward_compute_time"] > 0, stats
 
 
-@pytest.mark.skipif(not torch_devx.testing.profiler_device_rows(),
-                    reason="this torch has no kineto PrivateUse1 profiler registry: no devx device activities")
+@needs_profiler_device_rows()
 def test_collectives_have_a_device_row_in_the_profiler(world_of_one):
     import torch
     from torch.autograd import DeviceType

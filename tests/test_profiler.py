@@ -15,11 +15,9 @@ import torch_devx.testing
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from conftest import REPO, assert_child_ok, child_env, run_python
+from conftest import REPO, assert_child_ok, child_env, needs_profiler_device_rows, run_python
 
-needs_device_rows = pytest.mark.skipif(
-    not torch_devx.testing.profiler_device_rows(),
-    reason="this torch has no kineto PrivateUse1 profiler registry: torch.profiler shows no devx device activities")
+needs_device_rows = needs_profiler_device_rows()
 
 DEVICE_ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 

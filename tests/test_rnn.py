@@ -10,7 +10,9 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence
 
-import torch_devx.testing
+import torch_devx  # noqa: F401
+
+from conftest import needs_profiler_device_rows
 
 SEQ, BATCH, IN, HIDDEN = 6, 3, 5, 7
 
@@ -180,8 +182,7 @@ def test_autocast_runs_the_op_in_low_precision_as_the_cpus_autocast():
         assert q.grad.dtype == torch.float32 and torch.equal(q.grad.cpu(), p.grad)
 
 
-@pytest.mark.skipif(not torch_devx.testing.profiler_device_rows(),
-                    reason="this torch has no kineto PrivateUse1 profiler registry: no devx device activities")
+@needs_profiler_device_rows()
 def test_the_profiler_shows_the_ops_kernels_on_the_device_rows():
     from torch.autograd import DeviceType
 
