@@ -581,11 +581,11 @@ def test_with_every_switch_on_an_empty_script_prints_nothing():
 def test_the_exit_drain_runs_only_on_used_devices_and_is_not_reported():
     proc = run_python("""
         import sys, torch, torch_devx
-        from torch_devx import _autograd_exit
+        from torch_devx import _exit
         x = torch.ones(2, device="devx:0", requires_grad=True)
         (x * 2).sum().backward()
         print("user done", file=sys.stderr, flush=True)
-        _autograd_exit._drain_device_threads()
+        _exit._settle_at_exit()
         print("devx:1 allocations", torch.devx.memory_stats(1).get("allocation.all.allocated", 0))
     """, **ALL_SWITCHES)
     assert_child_ok(proc)

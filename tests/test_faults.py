@@ -35,11 +35,15 @@ for step in range(200):
         losses.append(loss.item())
     except RuntimeError as e:
         errors.append(str(e))
+    # Compared once the stream is idle: in asynchronous mode its worker may still be finishing the
+    # step and releasing what it kept alive, and the two figures are read one after the other. A
+    # fault in work issued before a step's own error surfaces here, as a CUDA error would.
+    try:
+        torch.devx.synchronize()
+    except RuntimeError as e:
+        errors.append(str(e))
     # Every step's memory goes back to the device, so that allocations reach the vendor.
     torch.devx.empty_cache()
-    # Compared once the stream is idle: in asynchronous mode its worker may still be finishing the
-    # step and releasing what it kept alive, and the two figures are read one after the other.
-    torch.devx.synchronize()
     free, total = torch.devx.mem_get_info(0)
     assert torch.devx.memory_reserved() == total - free, (step, torch.devx.memory_reserved(), total - free)
 diagnostics.set_runtime_hook(None)

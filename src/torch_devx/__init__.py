@@ -90,9 +90,9 @@ _effects.permanent(_DEVICE, "torch.devx (with torch.devx.memory and torch.devx.a
                    "the device's Python API; torch registers a device module once")
 _environ.watch()
 
-from . import _autograd_exit, _import_hooks, _inductor_backend, _rng_prims, cuda_mock, diagnostics, distributed  # noqa: E402
+from . import _exit, _import_hooks, _inductor_backend, _rng_prims, cuda_mock, diagnostics, distributed  # noqa: E402
 
-_autograd_exit.install()
+_exit.install()
 distributed.register()
 # Before any torch.compile, without importing dynamo (seconds) here.
 _import_hooks.after_import("torch._dynamo.device_interface", _inductor_backend.register_device_interface)
