@@ -49,9 +49,12 @@ for step in range(200):
 diagnostics.set_runtime_hook(None)
 print("faults", len(failed), "errors", len(errors), "steps", len(losses))
 assert len(errors) == len(failed), (failed, errors)
-for call, error in zip(failed, errors):
-    assert "injected fault" in error and ("malloc" if "malloc" in call else "memcpy") in error, (call, error)
-assert {"malloc", "memcpy"} <= {("malloc" if "malloc" in c else "memcpy") for c in failed}, failed
+# Compared as multisets: asynchronously, a fault in issued work surfaces after later host-side ones.
+def kind(text):
+    return "malloc" if "malloc" in text else "memcpy"
+assert all("injected fault" in error for error in errors), errors
+assert sorted(map(kind, failed)) == sorted(map(kind, errors)), (failed, errors)
+assert {"malloc", "memcpy"} <= set(map(kind, failed)), failed
 assert len(losses) > 150 and losses[-1] == losses[-1], losses[-5:]
 del model, opt, x, y, loss
 gc.collect()
