@@ -479,3 +479,37 @@ def test_a_script_that_ends_with_work_queued_exits_cleanly():
     for proc in run_many([(EXIT_WITH_WORK_QUEUED, {"DEVX_SIM_ASYNC": "1"})] * 3):
         assert_child_ok(proc)
         assert proc.stdout == "issued\n" and proc.stderr == "", describe(proc)
+
+
+def test_sparse_member_accessors_do_not_wait_for_the_stream():
+    # Reading a sparse tensor's members is metadata work: it returns while the stream is held (a
+    # watchdog releases the hold after 30 s, and the test then fails, rather than hang).
+    run_async("""
+import time
+from torch_devx import _C
+
+s = torch.sparse_coo_tensor(torch.tensor([[0, 1, 3]]), torch.tensor([1.0, 2.0, 3.0]), (4,), device="devx").coalesce()
+torch.devx.synchronize()
+stream = torch.devx.current_stream()
+token = _C._hold_stream(stream.device_index, stream.stream_id)
+lock, state = threading.Lock(), {}
+
+def release(late):
+    with lock:
+        if "late" not in state:
+            state["late"] = late
+            _C._release_stream(token)
+
+watchdog = threading.Timer(30, release, args=(True,))
+watchdog.start()
+doubled = s._values() * 2   # issued behind the hold
+members = (s._nnz(), s.is_coalesced(), s.sparse_dim(), s.dense_dim(), s._indices().shape, s.values().shape)
+same_values = s._values().data_ptr() == s.values().data_ptr()
+release(False)
+watchdog.cancel()
+assert state["late"] is False, "a member accessor waited for the stream"
+assert members == (3, True, 1, 0, (1, 3), (3,)), members
+assert same_values
+assert doubled.cpu().tolist() == [2.0, 4.0, 6.0]
+assert s._indices().device == s._values().device == torch.device("devx", 0)
+""")

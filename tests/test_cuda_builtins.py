@@ -50,6 +50,11 @@ def test_factories_are_torch_builtins_on_a_torch_without_cuda():
     lambda: torch.ones(3).cuda(),
     lambda: torch.ones(3).to("cuda"),
     lambda: torch.nn.Linear(2, 2).cuda().weight,
+    # A quantized dtype or a sparse layout selects a CUDA key of its own.
+    lambda: torch.empty(2, dtype=torch.qint8, device="cuda"),
+    lambda: torch._empty_affine_quantized([2], scale=0.1, zero_point=3, dtype=torch.quint8, device="cuda"),
+    lambda: torch.zeros((2, 2), layout=torch.sparse_coo, device="cuda"),
+    lambda: torch.empty((2, 2), layout=torch.sparse_csr, device="cuda"),
 ], ids=lambda f: "")
 def test_idioms_land_on_devx(make):
     assert make().device == DEVX0

@@ -41,11 +41,15 @@ def resolve(path):
     raise LookupError(path)
 
 def cuda_factory():
-    try:
-        torch.zeros(1, device="cuda")
-        return "ok"
-    except Exception as e:
-        return type(e).__name__ + ": " + str(e).splitlines()[0]
+    results = []
+    for make in (lambda: torch.zeros(1, device="cuda"), lambda: torch.empty(1, dtype=torch.qint8, device="cuda"),
+                 lambda: torch.zeros((1, 1), layout=torch.sparse_coo, device="cuda")):
+        try:
+            make()
+            results.append("ok")
+        except Exception as e:
+            results.append(type(e).__name__ + ": " + str(e).splitlines()[0])
+    return results
 
 # atexit cannot list its callbacks (and _ncallbacks() does not count unregistrations): watch them.
 live_exit_callbacks = []

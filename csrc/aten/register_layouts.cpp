@@ -1,6 +1,25 @@
 // Registration of layout_compute (layout_compute.h) and of PyTorch's device-generic kernels for the
-// copies of those kinds, kept apart from the kernel's logic.
+// copies and the member accessors of those kinds, kept apart from the kernel's logic.
+#include <ATen/ops/_coalesced_native.h>
+#include <ATen/ops/_dimI_native.h>
+#include <ATen/ops/_dimV_native.h>
+#include <ATen/ops/_indices_native.h>
+#include <ATen/ops/_nnz_native.h>
+#include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
+#include <ATen/ops/_sparse_coo_tensor_with_dims_native.h>
 #include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/_values_native.h>
+#include <ATen/ops/ccol_indices_native.h>
+#include <ATen/ops/col_indices_native.h>
+#include <ATen/ops/crow_indices_native.h>
+#include <ATen/ops/dense_dim_native.h>
+#include <ATen/ops/indices_native.h>
+#include <ATen/ops/is_coalesced_native.h>
+#include <ATen/ops/row_indices_native.h>
+#include <ATen/ops/sparse_dim_native.h>
+#include <ATen/ops/sparse_resize_and_clear_native.h>
+#include <ATen/ops/sparse_resize_native.h>
+#include <ATen/ops/values_native.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/copy_sparse_to_sparse_native.h>
 #include <ATen/ops/empty_like_native.h>
@@ -32,6 +51,39 @@ void diagnosed_layout_compute(const c10::OperatorHandle& op, c10::DispatchKeySet
   diag::run(op, ks, stack, [&](torch::jit::Stack* s) { layout_compute(op, ks, s); });
 }
 
+// What reads or sets a sparse tensor's members (indices, values, nnz, the coalesced flag) or makes
+// one around given members: PyTorch's own kernels, the ones it registers for SparseCPU and
+// SparseCUDA alike, which touch only the TensorImpl and views of its members. Run on aliases they
+// would cost a compute scope per call (and, asynchronously, a wait for the stream) for no work.
+void register_member_kernels(torch::Library& library) {
+  const c10::DispatchKey coo = c10::DispatchKey::SparsePrivateUse1;
+  library.impl("_values", torch::dispatch(coo, TORCH_FN(at::native::_values_sparse)));
+  library.impl("_indices", torch::dispatch(coo, TORCH_FN(at::native::_indices_sparse)));
+  library.impl("values", torch::dispatch(coo, TORCH_FN(at::native::values_sparse)));
+  library.impl("indices", torch::dispatch(coo, TORCH_FN(at::native::indices_sparse)));
+  library.impl("is_coalesced", torch::dispatch(coo, TORCH_FN(at::native::is_coalesced_sparse)));
+  library.impl("_coalesced_", torch::dispatch(coo, TORCH_FN(at::native::_coalesced_sparse_)));
+  library.impl("_nnz", torch::dispatch(coo, TORCH_FN(at::native::_nnz_sparse)));
+  library.impl("sparse_dim", torch::dispatch(coo, TORCH_FN(at::native::sparse_dim_sparse)));
+  library.impl("dense_dim", torch::dispatch(coo, TORCH_FN(at::native::dense_dim_sparse)));
+  library.impl("_dimI", torch::dispatch(coo, TORCH_FN(at::native::sparse_dim_sparse)));
+  library.impl("_dimV", torch::dispatch(coo, TORCH_FN(at::native::dense_dim_sparse)));
+  library.impl("_sparse_coo_tensor_with_dims", torch::dispatch(coo, TORCH_FN(at::native::new_with_dims_sparse)));
+  library.impl("_sparse_coo_tensor_with_dims_and_tensors",
+               torch::dispatch(coo, TORCH_FN(at::native::new_with_dims_and_tensor_sparse_symint)));
+  library.impl("sparse_resize_", torch::dispatch(coo, TORCH_FN(at::native::sparse_resize_)));
+  library.impl("sparse_resize_and_clear_", torch::dispatch(coo, TORCH_FN(at::native::sparse_resize_and_clear_)));
+  const c10::DispatchKey compressed = c10::DispatchKey::SparseCsrPrivateUse1;
+  library.impl("values", torch::dispatch(compressed, TORCH_FN(at::native::values_sparse_csr)));
+  library.impl("crow_indices", torch::dispatch(compressed, TORCH_FN(at::native::crow_indices_sparse_csr)));
+  library.impl("col_indices", torch::dispatch(compressed, TORCH_FN(at::native::col_indices_sparse_csr)));
+  library.impl("ccol_indices", torch::dispatch(compressed, TORCH_FN(at::native::ccol_indices_sparse_csr)));
+  library.impl("row_indices", torch::dispatch(compressed, TORCH_FN(at::native::row_indices_sparse_csr)));
+  library.impl("_nnz", torch::dispatch(compressed, TORCH_FN(at::native::_nnz_sparse_csr)));
+  library.impl("sparse_dim", torch::dispatch(compressed, TORCH_FN(at::native::sparse_dim_sparse_csr)));
+  library.impl("dense_dim", torch::dispatch(compressed, TORCH_FN(at::native::dense_dim_sparse_csr)));
+}
+
 }  // namespace
 
 void register_layout_kernels() {
@@ -52,6 +104,7 @@ void register_layout_kernels() {
   g_library->impl("copy_sparse_to_sparse_", torch::dispatch(sparse, TORCH_FN(at::native::copy_sparse_)));
   g_library->impl("empty_like",
                   torch::dispatch(c10::DispatchKey::SparseCsrPrivateUse1, TORCH_FN(at::native::empty_like_sparse_csr)));
+  register_member_kernels(*g_library);
   const c10::DispatchKey quantized = c10::DispatchKey::QuantizedPrivateUse1;
   g_library->impl("empty_like", torch::dispatch(quantized, TORCH_FN(at::native::empty_like_quantized)));
   g_library->impl("empty_quantized", torch::dispatch(quantized, TORCH_FN(at::native::empty_quantized)));

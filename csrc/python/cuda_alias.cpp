@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <memory>
+#include <vector>
 
 #include "runtime/device.h"
 
@@ -96,7 +97,12 @@ void run_on_devx(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 CudaAsDevxGuard g_guard;
-std::unique_ptr<torch::Library> g_fallback;
+// One per key a "cuda" device argument can select: a quantized dtype or a sparse layout picks its
+// own CUDA key (torch.empty(2, dtype=torch.qint8, device="cuda"), torch.zeros(.., layout=torch.sparse_coo, ..)).
+std::vector<std::unique_ptr<torch::Library>> g_fallbacks;
+constexpr c10::DispatchKey kCudaKeys[] = {c10::DispatchKey::CUDA, c10::DispatchKey::QuantizedCUDA,
+                                          c10::DispatchKey::SparseCUDA, c10::DispatchKey::SparseCsrCUDA,
+                                          c10::DispatchKey::NestedTensorCUDA};
 
 bool torch_has_cuda() {
   if (c10::impl::hasDeviceGuardImpl(c10::kCUDA)) return true;
@@ -107,24 +113,27 @@ bool torch_has_cuda() {
 }  // namespace
 
 bool install_cuda_alias() {
-  if (g_fallback) return true;
+  if (!g_fallbacks.empty()) return true;
   if (torch_has_cuda()) return false;
-  g_fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", c10::DispatchKey::CUDA, __FILE__, __LINE__);
-  g_fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&run_on_devx>());
+  for (c10::DispatchKey key : kCudaKeys) {
+    auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
+    library->fallback(torch::CppFunction::makeFromBoxedFunction<&run_on_devx>());
+    g_fallbacks.push_back(std::move(library));
+  }
   c10::impl::device_guard_impl_registry[static_cast<size_t>(c10::kCUDA)].store(&g_guard);
   torch::utils::set_requires_device_init(c10::kCUDA, false);
   return true;
 }
 
 void uninstall_cuda_alias() {
-  if (!g_fallback) return;
+  if (g_fallbacks.empty()) return;
   torch::utils::set_requires_device_init(c10::kCUDA, true);
   c10::impl::device_guard_impl_registry[static_cast<size_t>(c10::kCUDA)].store(nullptr);
-  g_fallback.reset();
+  g_fallbacks.clear();
 }
 
 bool cuda_alias_installed() {
-  return g_fallback != nullptr;
+  return !g_fallbacks.empty();
 }
 
 }  // namespace devx
