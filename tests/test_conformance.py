@@ -59,6 +59,8 @@ def _normalise(message: str) -> str:
     # With DEVX_SIM_ASYNC=1 a kernel's own error (a dtype it does not take) is reported by the
     # next synchronisation, prefixed with the op and the line that issued it.
     message = re.sub(r"^.*failed in its kernel \(issued asynchronously at [^)]*\): ", "", message.split("\n")[0])
+    # devx names the compute-device kernel that raised a NotImplementedError.
+    message = re.sub(r" \(raised by the \w+ kernel that devx's \S+ runs on \w+\)$", "", message)
     return message.replace("devx:0", "cpu").replace("devx", "cpu")
 
 
@@ -180,3 +182,22 @@ def test_an_op_only_cuda_has_is_an_error_naming_devx_not_the_cpu(devx):
     with pytest.raises(NotImplementedError, match=r"devx: aten::_fused_dropout has no devx kernel, and the CPU, "
                                                   r"which devx falls back to, has none either \(ATen has it for "):
         torch._fused_dropout(x, 0.5)
+
+
+@pytest.mark.parametrize("make", [lambda d: torch.ones(2, dtype=torch.complex32, device=d).sum(),
+                                  lambda d: torch.ones(3, dtype=torch.int32, device=d).histc(),
+                                  lambda d: torch.ones(2, 2, dtype=torch.complex32, device=d).prod(1)],
+                         ids=["sum", "histc", "prod"])
+def test_a_dtype_the_compute_kernel_lacks_names_the_devx_op_that_ran_it(devx, make):
+    # The CPU's message names its own kernel ("sum_cpu"): on devx it is the same error, and says
+    # which devx op ran that kernel, so that nobody looks for a CPU tensor in their model.
+    with pytest.raises(NotImplementedError) as cpu:
+        make("cpu")
+    from torch_devx.testing import async_streams
+
+    # Asynchronously the kernel fails on the stream, and the next synchronisation reports it.
+    with pytest.raises(RuntimeError if async_streams() else NotImplementedError) as dev:
+        _run_devx(lambda: make("devx"))
+    first_line = str(dev.value).split("\n")[0]
+    assert _normalise(first_line) == str(cpu.value).split("\n")[0]
+    assert re.search(r"\(raised by the cpu kernel that devx's aten::\w+\S* runs on cpu_sim\)$", first_line), first_line

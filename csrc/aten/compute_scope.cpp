@@ -577,6 +577,12 @@ at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device) {
   return std::move(r);
 }
 
+void explain_compute_error(c10::Error& error, const char* op) {
+  const auto compute = static_cast<c10::DeviceType>(vendor().compute_device_type);
+  error.add_context(std::string("raised by the ") + c10::DeviceTypeName(compute, /*lower_case=*/true) +
+                    " kernel that devx's " + op + " runs on " + vendor().name);
+}
+
 void install_compute_routing(int compute_device_type) {
   g_compute_type = compute_device_type;
   if (compute_device_type >= 0) {

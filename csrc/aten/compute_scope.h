@@ -130,6 +130,11 @@ at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device);
 // process has opened: what "no ATen compute" is measured by.
 uint64_t compute_calls();
 
+// A compute-device kernel's NotImplementedError ("\"sum_cpu\" not implemented for 'ComplexHalf'",
+// "Could not run ... from the 'CPU' backend") names the compute device: this adds that the devx op
+// `op` ran that device's kernel, so that the user does not look for a CPU tensor of their own.
+void explain_compute_error(c10::Error& error, const char* op);
+
 // Installs the routing compute-device allocator. Called once the vendor is known.
 void install_compute_routing(int compute_device_type);
 int compute_device_type();

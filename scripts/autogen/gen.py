@@ -241,7 +241,11 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str, str]:
     maybe_return = "" if ret_type == "void" else "return "
     compute = (
         f"// {f.func}\n"
-        f"{ret_type} compute_{e.ident}({params}) {{\n" + "\n".join(body) + "\n}\n"
+        f"{ret_type} compute_{e.ident}({params}) try {{\n" + "\n".join(body) + "\n}"
+        f" catch (c10::NotImplementedError& e) {{\n"
+        f"  devx::explain_compute_error(e, \"aten::{e.name}\");\n"
+        f"  throw;\n"
+        f"}}\n"
     )
     wrapper = (
         f"{ret_type} wrap_{e.ident}(c10::DispatchKeySet dks{', ' if params else ''}{params}) {{\n"
