@@ -112,3 +112,39 @@ def test_bad_checkout_and_bad_expectations_are_clear_errors(checkout: Path, tmp_
     bad.write_text("skip:\n  - {test: 'x(', reason: r}\n")
     result = run_cli("--source", str(checkout), "--expectations", str(bad), cwd=tmp_path)
     assert result.returncode == 2 and "bad test pattern 'x('" in result.stderr
+
+
+STUCK = textwrap.dedent('''
+    import time
+    from torch.testing._internal.common_device_type import instantiate_device_type_tests
+    from torch.testing._internal.common_utils import TestCase
+
+
+    class TestStuck(TestCase):
+        def test_a_quick(self, device):
+            pass
+
+        def test_b_stuck(self, device):
+            time.sleep(3600)
+
+
+    instantiate_device_type_tests(TestStuck, globals())
+''')
+
+
+def test_a_file_that_does_not_import_and_one_that_times_out_say_so(checkout: Path, tmp_path: Path) -> None:
+    # A checkout newer than the installed torch: its helpers moved.
+    (checkout / "test" / "test_moved_helper.py").write_text("from torch.testing._internal.no_such_helper import x\n")
+    (checkout / "test" / "test_stuck.py").write_text(STUCK)
+    report = tmp_path / "report.json"
+    result = run_cli("--source", str(checkout), "--files", "test_moved_helper.py,test_stuck.py", "--as", "privateuse1",
+                     "--timeout", "45", "--out", str(tmp_path / "out"), "--json", str(report), cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    rows = {row["file"]: row for row in json.loads(report.read_text())}
+    moved, stuck = rows["test_moved_helper.py"], rows["test_stuck.py"]
+    assert moved["status"] == "collection-error", moved
+    assert "no_such_helper" in moved["failures"][0]["message"], moved["failures"]
+    # Killed by the timeout, it wrote no JUnit report: what ran before is still counted.
+    assert stuck["status"] == "timeout" and stuck["passed"] == 1, stuck
+    assert "| test_moved_helper.py | privateuse1 | did not import: ModuleNotFoundError" in result.stdout, result.stdout
+    assert "| test_stuck.py | privateuse1 | 1 (then timeout) |" in result.stdout, result.stdout

@@ -4,9 +4,13 @@ It imports torch_devx before the test file is collected (so that `instantiate_de
 sees devx, or under mocking a CUDA that is devx), and applies the vendor's expectations file: tests
 to skip, with the reason, and tolerances to widen for tests whose numbers a vendor's kernels
 legitimately round differently. The file's path comes in DEVX_PYTORCH_TESTS_EXPECTATIONS.
+It also writes each test's outcome, as it happens, to the JSON-lines file named by
+DEVX_PYTORCH_TESTS_PROGRESS: a run killed by the runner's timeout writes no JUnit report, and this
+keeps what it had done.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -15,6 +19,7 @@ from typing import Any
 import pytest
 
 ENV_EXPECTATIONS = "DEVX_PYTORCH_TESTS_EXPECTATIONS"
+ENV_PROGRESS = "DEVX_PYTORCH_TESTS_PROGRESS"
 
 
 @dataclass(frozen=True)
@@ -98,3 +103,36 @@ def pytest_runtest_setup(item: Any) -> Any:
         atol, rtol = tolerance
         instance.precision = max(instance.precision, atol)
         instance.rel_tol = max(instance.rel_tol, rtol)
+
+
+def _first_line(report: Any) -> str:
+    if isinstance(report.longrepr, tuple):  # a skip: (file, line, "Skipped: reason")
+        return str(report.longrepr[2]).removeprefix("Skipped: ")[:300]
+    text = str(report.longrepr or "").strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    # pytest's long form ends with the exception ("E   ModuleNotFoundError: ..."): that line says most.
+    errors = [line for line in lines if line.startswith("E ")]
+    return (errors[-1][1:].strip() if errors else lines[-1] if lines else "")[:300]
+
+
+def _record(entry: dict) -> None:
+    path = os.environ.get(ENV_PROGRESS)
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    # One line per test: its call, or the setup or teardown phase that decided its outcome.
+    if report.when == "call" or (report.when == "setup" and not report.passed) or \
+            (report.when == "teardown" and report.failed):
+        outcome = "error" if report.failed and report.when != "call" else report.outcome
+        entry = {"test": report.nodeid, "outcome": outcome}
+        if not report.passed:
+            entry["message"] = _first_line(report)
+        _record(entry)
+
+
+def pytest_collectreport(report: Any) -> None:
+    if report.failed:
+        _record({"test": report.nodeid, "outcome": "collection-error", "message": _first_line(report)})

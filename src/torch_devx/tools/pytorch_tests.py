@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ._pytorch_tests_plugin import ENV_EXPECTATIONS, load_expectations
+from ._pytorch_tests_plugin import ENV_EXPECTATIONS, ENV_PROGRESS, load_expectations
 
 # The files issue 19 names, with the keyword that selects their device-generic part.
 DEFAULT_FILES = ("test_ops.py:TestCommon", "test_view_ops.py", "test_indexing.py", "test_binary_ufuncs.py",
@@ -40,7 +40,9 @@ class FileResult:
     skipped: int = 0
     skipped_by_expectations: int = 0
     seconds: float = 0.0
-    status: str = "ran"  # ran | timeout | no-report (pytest could not even collect the file)
+    # ran | collection-error (the file did not import: counts are empty) | timeout (counts are what
+    # ran before the run was killed) | no-report (pytest itself failed: see output_tail)
+    status: str = "ran"
     failures: list[dict] = field(default_factory=list)
     output_tail: str = ""
 
@@ -63,18 +65,36 @@ def _parse_junit(path: Path, result: FileResult) -> None:
         test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
         outcome = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
         if outcome is None:
-            result.passed += 1
-        elif outcome.tag == "skipped":
-            result.skipped += 1
-            if (outcome.get("message") or "").startswith("expectations:"):
-                result.skipped_by_expectations += 1
+            _count(result, test_id, "passed", "")
         else:
-            if outcome.tag == "failure":
-                result.failed += 1
-            else:
-                result.errors += 1
-            message = (outcome.get("message") or outcome.text or "").strip().splitlines()
-            result.failures.append({"test": test_id, "kind": outcome.tag, "message": message[0][:300] if message else ""})
+            _count(result, test_id, outcome.tag, outcome.get("message") or outcome.text or "")
+
+
+def _parse_progress(path: Path, result: FileResult) -> None:
+    """The plugin's line per test: what a run the timeout killed had done."""
+    for line in path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:  # the line being written when the run was killed
+            continue
+        _count(result, entry["test"], entry["outcome"], entry.get("message", ""))
+
+
+def _count(result: FileResult, test_id: str, outcome: str, message: str) -> None:
+    if outcome == "passed":
+        result.passed += 1
+    elif outcome == "skipped":
+        result.skipped += 1
+        if message.startswith("expectations:"):
+            result.skipped_by_expectations += 1
+    else:
+        if outcome == "failed" or outcome == "failure":
+            result.failed += 1
+        else:
+            result.errors += 1
+        lines = message.strip().splitlines()
+        kind = {"failed": "failure"}.get(outcome, outcome)
+        result.failures.append({"test": test_id, "kind": kind, "message": lines[0][:300] if lines else ""})
 
 
 def run_file(source: Path, spec: str, mode: str, expectations: str | None, timeout: float, out_dir: Path,
@@ -82,13 +102,15 @@ def run_file(source: Path, spec: str, mode: str, expectations: str | None, timeo
     name, _, file_keyword = spec.partition(":")
     result = FileResult(file=spec, mode=mode)
     report = out_dir / f"{Path(name).stem}.{mode}.xml"
+    progress = report.with_suffix(".jsonl")
     report.unlink(missing_ok=True)
+    progress.unlink(missing_ok=True)
     command = [sys.executable, "-m", "pytest", str(source / "test" / name), "-q", "-p", "no:cacheprovider",
                "-p", "torch_devx.tools._pytorch_tests_plugin", f"--junitxml={report}"]
     selection = " and ".join(f"({k})" for k in (file_keyword, keyword) if k)
     if selection:
         command += ["-k", selection]
-    env = dict(os.environ, **_mode_env(mode))
+    env = dict(os.environ, **_mode_env(mode), **{ENV_PROGRESS: str(progress)})
     if expectations:
         env[ENV_EXPECTATIONS] = str(Path(expectations).resolve())
     start = time.monotonic()
@@ -100,10 +122,16 @@ def run_file(source: Path, spec: str, mode: str, expectations: str | None, timeo
         result.status = "timeout"
         result.output_tail = ((e.stdout or b"")[-2000:]).decode(errors="replace") if isinstance(e.stdout, bytes) else ""
     result.seconds = round(time.monotonic() - start, 1)
-    if report.exists():
+    # The plugin's record is complete whether or not the run ended, and names a collection error's
+    # cause (JUnit only says "collection failure"); the JUnit report stays for other tools.
+    if progress.exists():
+        _parse_progress(progress, result)
+    elif report.exists():
         _parse_junit(report, result)
     elif result.status == "ran":
         result.status = "no-report"
+    if result.status == "ran" and any(f["kind"] == "collection-error" for f in result.failures):
+        result.status = "collection-error"
     return result
 
 
@@ -127,8 +155,13 @@ def table(results: list[FileResult]) -> str:
     lines = ["| file | as | passed | failed | errors | skipped (by expectations) | time |",
              "|---|---|---|---|---|---|---|"]
     for r in results:
-        counts = (f"{r.passed} | {r.failed} | {r.errors} | {r.skipped} ({r.skipped_by_expectations})"
-                  if r.status == "ran" else f"{r.status} | | | ")
+        counts = f"{r.passed} | {r.failed} | {r.errors} | {r.skipped} ({r.skipped_by_expectations})"
+        if r.status == "collection-error":
+            counts = f"did not import: {r.failures[0]['message'] if r.failures else ''} | | | "
+        elif r.status == "no-report":
+            counts = "no report (see the JSON's output_tail) | | | "
+        elif r.status != "ran":
+            counts = f"{r.passed} (then {r.status}) | {r.failed} | {r.errors} | {r.skipped} ({r.skipped_by_expectations})"
         lines.append(f"| {r.file} | {r.mode} | {counts} | {r.seconds:.0f} s |")
     return "\n".join(lines)
 
