@@ -96,12 +96,7 @@ void boxed_compute(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     map_tensors(v, [&](const at::Tensor& t) { return scope.in(t); });
     if (written) aliases.push_back(v);
   }
-  try {
-    op.redispatchBoxed(scope.keyset(), stack);
-  } catch (c10::NotImplementedError& e) {
-    explain_compute_error(e, c10::toString(op.operator_name()).c_str());
-    throw;
-  }
+  redispatch_on_compute(op, scope.keyset(), stack);
   for (size_t k = 0; k < originals.size(); ++k) {
     const c10::IValue& original = originals[k].second;
     if (original.isTensor()) {

@@ -243,12 +243,7 @@ void layout_compute(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
       map_tensors(v, [&](const at::Tensor& t) { return aliases.in(t, host_ok); });
       if (written) written_aliases.push_back(v);
     }
-    try {
-      op.redispatchBoxed(compute_ks, stack);
-    } catch (c10::NotImplementedError& e) {
-      explain_compute_error(e, c10::toString(op.operator_name()).c_str());
-      throw;
-    }
+    redispatch_on_compute(op, compute_ks, stack);
     for (size_t k = 0; k < originals.size(); ++k) {
       const c10::IValue& original = originals[k].second;
       if (original.isTensor()) {

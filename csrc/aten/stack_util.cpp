@@ -1,5 +1,6 @@
 #include "aten/stack_util.h"
 
+#include "aten/compute_scope.h"
 #include "runtime/device.h"
 
 namespace devx {
@@ -61,6 +62,15 @@ const c10::IValue* written_argument_for(const c10::FunctionSchema& schema, const
     if (arg_alias && arg_alias->beforeSets() == alias->beforeSets()) return &original;
   }
   return nullptr;
+}
+
+void redispatch_on_compute(const c10::OperatorHandle& op, c10::DispatchKeySet compute_ks, torch::jit::Stack* stack) {
+  try {
+    op.redispatchBoxed(compute_ks, stack);
+  } catch (c10::NotImplementedError& e) {
+    explain_compute_error(e, c10::toString(op.operator_name()).c_str());
+    throw;
+  }
 }
 
 }  // namespace devx

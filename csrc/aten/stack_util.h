@@ -61,4 +61,8 @@ c10::DeviceIndex device_of_args(const c10::FunctionSchema& schema, const torch::
 const c10::IValue* written_argument_for(const c10::FunctionSchema& schema, const c10::Argument& ret,
                                         const std::vector<std::pair<size_t, c10::IValue>>& written);
 
+// A boxed kernel's call of the compute device's kernel for `op` (the long tail, the layout kernel),
+// its NotImplementedError explained (explain_compute_error).
+void redispatch_on_compute(const c10::OperatorHandle& op, c10::DispatchKeySet compute_ks, torch::jit::Stack* stack);
+
 }  // namespace devx

@@ -126,7 +126,8 @@ def pytest_runtest_logreport(report: Any) -> None:
     # One line per test: its call, or the setup or teardown phase that decided its outcome.
     if report.when == "call" or (report.when == "setup" and not report.passed) or \
             (report.when == "teardown" and report.failed):
-        outcome = "error" if report.failed and report.when != "call" else report.outcome
+        # JUnit's words: passed, skipped, failure (the test's assertion), error (its setup or teardown).
+        outcome = ("failure" if report.when == "call" else "error") if report.failed else report.outcome
         entry = {"test": report.nodeid, "outcome": outcome}
         if not report.passed:
             entry["message"] = _first_line(report)

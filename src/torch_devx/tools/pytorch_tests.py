@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -60,18 +59,8 @@ def _mode_env(mode: str) -> dict[str, str]:
     raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
 
 
-def _parse_junit(path: Path, result: FileResult) -> None:
-    for case in ET.parse(path).getroot().iter("testcase"):
-        test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
-        outcome = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
-        if outcome is None:
-            _count(result, test_id, "passed", "")
-        else:
-            _count(result, test_id, outcome.tag, outcome.get("message") or outcome.text or "")
-
-
 def _parse_progress(path: Path, result: FileResult) -> None:
-    """The plugin's line per test: what a run the timeout killed had done."""
+    """The plugin's line per test, complete even for a run the timeout killed."""
     for line in path.read_text().splitlines():
         try:
             entry = json.loads(line)
@@ -88,13 +77,12 @@ def _count(result: FileResult, test_id: str, outcome: str, message: str) -> None
         if message.startswith("expectations:"):
             result.skipped_by_expectations += 1
     else:
-        if outcome == "failed" or outcome == "failure":
+        if outcome == "failure":
             result.failed += 1
         else:
             result.errors += 1
         lines = message.strip().splitlines()
-        kind = {"failed": "failure"}.get(outcome, outcome)
-        result.failures.append({"test": test_id, "kind": kind, "message": lines[0][:300] if lines else ""})
+        result.failures.append({"test": test_id, "kind": outcome, "message": lines[0][:300] if lines else ""})
 
 
 def run_file(source: Path, spec: str, mode: str, expectations: str | None, timeout: float, out_dir: Path,
@@ -123,12 +111,11 @@ def run_file(source: Path, spec: str, mode: str, expectations: str | None, timeo
         result.output_tail = ((e.stdout or b"")[-2000:]).decode(errors="replace") if isinstance(e.stdout, bytes) else ""
     result.seconds = round(time.monotonic() - start, 1)
     # The plugin's record is complete whether or not the run ended, and names a collection error's
-    # cause (JUnit only says "collection failure"); the JUnit report stays for other tools.
+    # cause (JUnit only says "collection failure"); the JUnit report stays for other tools. With
+    # neither, pytest itself failed; with a report and no record, no test was selected.
     if progress.exists():
         _parse_progress(progress, result)
-    elif report.exists():
-        _parse_junit(report, result)
-    elif result.status == "ran":
+    elif result.status == "ran" and not report.exists():
         result.status = "no-report"
     if result.status == "ran" and any(f["kind"] == "collection-error" for f in result.failures):
         result.status = "collection-error"
