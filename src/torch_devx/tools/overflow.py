@@ -110,6 +110,12 @@ def tensor_stats(t: torch.Tensor) -> str:
         return head + f" min={v.min().item()} max={v.max().item()} mean={vd.mean().item():.6g}"
 
 
+# Their results are memory not yet written: whatever it held before (NaN bit patterns included) is
+# no result of the user's, and module constructors call them before initialising the weights.
+_UNINITIALISED = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.empty_permuted",
+                            "Tensor.new_empty", "Tensor.new_empty_strided"})
+
+
 def _is_checked(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) and t.numel() > 0
 
@@ -180,7 +186,7 @@ class OverflowCheck(ModeTool):
         if not self._active:
             return out
         name = api_name(func)
-        if name is None:
+        if name is None or name in _UNINITIALISED:
             return out
         bad, multiple = _non_finite(out)
         if bad:
