@@ -4,6 +4,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import os
+import re
 import runpy
 import sys
 from types import CodeType, FrameType, FunctionType
@@ -217,3 +218,14 @@ def run_as_main(path: str, argv: Sequence[str] = ()) -> None:
             raise
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+_UNINITIALISED = re.compile(
+    r"(^|\.)(empty|empty_like|empty_strided|empty_permuted|new_empty|new_empty_strided)(\.|$)")
+
+
+def returns_uninitialised(api: str) -> bool:
+    """Whether the API (as api_name spells it) returns memory not yet written: whatever it held
+    before, NaN bit patterns included, is no result of the user's, so no tool judges its values."""
+    return _UNINITIALISED.search(api) is not None
+

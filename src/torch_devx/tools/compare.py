@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ._common import returns_uninitialised
 from ._dump_reader import Dump, dump_steps, load_dump
 from ._metrics import SEVERITY, Metrics, compare_entries
 
@@ -214,10 +214,6 @@ def _worst(metrics: list[Metrics]) -> Optional[Metrics]:
     return max(metrics, key=lambda m: SEVERITY[m.verdict], default=None)
 
 
-# APIs whose outputs are uninitialised memory: their values say nothing.
-_UNINITIALISED = re.compile(r"(^|\.)(empty|empty_like|empty_strided|new_empty|new_empty_strided)(\.|$)")
-
-
 def _compare_pair(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str],
                   partners: dict[tuple[str, str], str], atol: Optional[float]) -> ApiComparison:
     rec_a = a.records.get(name_a, {}) if name_a else {}
@@ -233,7 +229,7 @@ def _compare_pair(a: Dump, b: Dump, name_a: Optional[str], name_b: Optional[str]
             entry_a = entries_a.get(entry_b["name"])
             if entry_a is None:
                 continue
-            if io == "output" and _UNINITIALISED.search(rec_b.get("api", "")):
+            if io == "output" and returns_uninitialised(rec_b.get("api", "")):
                 metrics = Metrics("none", "pass", "uninitialised memory (empty): not compared")
             else:
                 metrics = compare_entries(entry_a, entry_b, a.data(entry_a), b.data(entry_b), atol)

@@ -40,7 +40,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from ._common import ModeTool, api_caller, api_name, call_as_caller, op_name, user_frame
+from ._common import ModeTool, api_caller, api_name, call_as_caller, op_name, returns_uninitialised, user_frame
 from ._modules import ModuleTracker
 from ._origins import ForwardOrigins
 
@@ -108,12 +108,6 @@ def tensor_stats(t: torch.Tensor) -> str:
             return line
         vd = v.double()
         return head + f" min={v.min().item()} max={v.max().item()} mean={vd.mean().item():.6g}"
-
-
-# Their results are memory not yet written: whatever it held before (NaN bit patterns included) is
-# no result of the user's, and module constructors call them before initialising the weights.
-_UNINITIALISED = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided", "torch.empty_permuted",
-                            "Tensor.new_empty", "Tensor.new_empty_strided"})
 
 
 def _is_checked(t: Any) -> bool:
@@ -186,7 +180,8 @@ class OverflowCheck(ModeTool):
         if not self._active:
             return out
         name = api_name(func)
-        if name is None or name in _UNINITIALISED:
+        # Module constructors call torch.empty before initialising the weights.
+        if name is None or returns_uninitialised(name):
             return out
         bad, multiple = _non_finite(out)
         if bad:
