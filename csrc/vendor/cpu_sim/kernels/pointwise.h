@@ -45,9 +45,76 @@ Storer<V> storer_for(DevxDType dtype) {
   return dispatch(dtype, [](auto tag) -> Storer<V> { return &store_one<V, decltype(tag)>; });
 }
 
+// Elements per staging buffer: a few KiB on the stack per operand.
+constexpr int64_t kStage = 256;
+
+// `m` elements of a tensor (dtype `dtype`, from element `offset` with stride `stride`) as a
+// contiguous array of V: the tensor's own memory when it already is one, else `buf` filled.
+template <typename V>
+[[gnu::noinline]] const V* stage(const char* data, DevxDType dtype, int64_t offset, int64_t stride, int64_t m,
+                                 V* buf) {
+  if (dtype == type_dtype<V>()) {
+    const V* p = reinterpret_cast<const V*>(data) + offset;
+    if (stride == 1) return p;
+    for (int64_t i = 0; i < m; ++i) buf[i] = p[i * stride];
+    return buf;
+  }
+  const Loader<V> load = loader_for<V>(dtype);
+  const int64_t size = static_cast<int64_t>(itemsize(dtype));
+  for (int64_t i = 0; i < m; ++i) buf[i] = load(data + (offset + i * stride) * size);
+  return buf;
+}
+
+// The inverse of stage: `m` values of V written to a tensor of dtype `dtype` at `offset`, `stride`.
+template <typename V>
+[[gnu::noinline]] void unstage(const V* values, int64_t m, char* data, DevxDType dtype, int64_t offset,
+                               int64_t stride) {
+  if (dtype == type_dtype<V>()) {
+    V* p = reinterpret_cast<V*>(data) + offset;
+    for (int64_t i = 0; i < m; ++i) p[i * stride] = values[i];
+    return;
+  }
+  const Storer<V> store = storer_for<V>(dtype);
+  const int64_t size = static_cast<int64_t>(itemsize(dtype));
+  for (int64_t i = 0; i < m; ++i) store(data + (offset + i * stride) * size, values[i]);
+}
+
+// A pointwise kernel's operands, checked, with the loop over them. Nothing here depends on the
+// element function, so one function per arity builds them for every kernel.
+template <size_t N>
+struct Operands {
+  Tensor out;
+  std::array<Tensor, N> in;
+  Loop<N + 1> loop;
+  int64_t numel;
+};
+
+// Leaves *result empty when out has no elements. complex_in[k]: input k is read as a complex type.
+template <size_t N>
+[[gnu::noinline]] DevxStatus take_operands(const std::array<const DevxTensor*, N>& ins, DevxTensor* out,
+                                           const std::array<bool, N>& complex_in,
+                                           std::shared_ptr<const Operands<N>>* result) {
+  if (!out) return invalid("NULL output");
+  std::array<Tensor, N> in;
+  std::array<Dims, N + 1> strides;
+  Tensor o = take(out);
+  strides[0] = o.strides;
+  for (size_t k = 0; k < N; ++k) {
+    if (!ins[k]) return invalid("NULL input");
+    // Reading a complex value as a real type would drop its imaginary part.
+    if (is_complex(ins[k]->dtype) && !complex_in[k]) return decline("complex input");
+    in[k] = take(ins[k]);
+    strides[k + 1] = broadcast_strides(in[k], o.sizes);
+  }
+  Loop<N + 1> loop(o.sizes, strides);
+  const int64_t n = loop.numel();
+  if (n > 0) *result = std::make_shared<const Operands<N>>(Operands<N>{o, in, loop, n});
+  return DEVX_OK;
+}
+
 // out = f(ins...): input k is read as In_k and handed to f in opmath_t<In_k>; f's result is
 // stored as O. Inputs broadcast to out's shape; any strides; inputs of other dtypes than In_k
-// (and an output of another dtype than O) are converted element by element, through In_k (and O).
+// (and an output of another dtype than O) are converted through In_k (and O).
 template <typename O, typename... In>
 struct Pointwise {
   static constexpr size_t N = sizeof...(In);
@@ -73,23 +140,10 @@ struct Pointwise {
   // when out has no elements.
   template <typename F, typename Then>
   static DevxStatus with_work(const Ins& ins, DevxTensor* out, F f, Then then) {
-    if (!out) return invalid("NULL output");
-    std::array<Tensor, N> in;
-    std::array<Dims, N + 1> strides;
-    Tensor o = take(out);
-    strides[0] = o.strides;
-    constexpr std::array<bool, N> complex_in = {is_complex_v<In>...};
-    for (size_t k = 0; k < N; ++k) {
-      if (!ins[k]) return invalid("NULL input");
-      // Reading a complex value as a real type would drop its imaginary part.
-      if (is_complex(ins[k]->dtype) && !complex_in[k]) return decline("complex input");
-      in[k] = take(ins[k]);
-      strides[k + 1] = broadcast_strides(in[k], o.sizes);
-    }
-    Loop<N + 1> loop(o.sizes, strides);
-    const int64_t n = loop.numel();
-    if (n == 0) return DEVX_OK;
-    return then([o, in, loop, n, f] { run(o, in, loop, n, f, std::make_index_sequence<N>{}); });
+    std::shared_ptr<const Operands<N>> ops;
+    if (DevxStatus status = take_operands<N>(ins, out, {is_complex_v<In>...}, &ops)) return status;
+    if (!ops) return DEVX_OK;
+    return then([ops, f] { run(*ops, f, std::make_index_sequence<N>{}); });
   }
 
   // A single value of another dtype (a Python number, a 0-dim tensor) converted to In once, so
@@ -103,47 +157,41 @@ struct Pointwise {
     *dtype = type_dtype<V>();
   }
 
+  // f over `len` contiguous values: the one element loop a kernel instantiates, written with
+  // unit strides so that the compiler vectorises it. Every other layout is staged through
+  // buffers rather than given loops of its own (one per kernel and dtype, which the build paid
+  // for in minutes).
+  template <typename F>
+  [[gnu::noinline]] static void row(const F& f, int64_t len, O* out, const In*... in) {
+    for (int64_t i = 0; i < len; ++i) out[i] = convert<O>(f(convert<opmath_t<In>>(in[i])...));
+  }
+
   template <typename F, size_t... I>
-  static void run(const Tensor& o, const std::array<Tensor, N>& in, const Loop<N + 1>& loop, int64_t n, const F& f,
-                  std::index_sequence<I...>) {
+  static void run(const Operands<N>& ops, const F& f, std::index_sequence<I...>) {
+    const Tensor& o = ops.out;
+    const std::array<Tensor, N>& in = ops.in;
     // (Unused by a fill, which has no inputs.)
     [[maybe_unused]] alignas(16) char single[N > 0 ? N : 1][16];
     [[maybe_unused]] std::array<const char*, N> data = {in[I].data...};
     [[maybe_unused]] std::array<DevxDType, N> dtype = {in[I].dtype...};
     (retype_single<In>(in[I], single[I], &data[I], &dtype[I]), ...);
-    const bool typed = o.dtype == type_dtype<O>() && ((dtype[I] == type_dtype<In>()) && ...);
-    if (typed) {
-      parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
-        loop.run(begin, end, [&](const std::array<int64_t, N + 1>& off, int64_t len,
-                                 const std::array<int64_t, N + 1>& st) {
-          O* po = o.ptr<O>() + off[0];
-          const std::tuple<const In*...> pi{reinterpret_cast<const In*>(data[I]) + off[I + 1]...};
-          if (st[0] == 1 && ((st[I + 1] == 1) && ...)) {
-            // Unit strides spelled out, so that the compiler can vectorise.
-            for (int64_t i = 0; i < len; ++i) {
-              po[i] = convert<O>(f(convert<opmath_t<In>>(std::get<I>(pi)[i])...));
-            }
-          } else {
-            for (int64_t i = 0; i < len; ++i) {
-              po[i * st[0]] = convert<O>(f(convert<opmath_t<In>>(std::get<I>(pi)[i * st[I + 1]])...));
-            }
-          }
-        });
-      });
-      return;
-    }
-    // As ATen's TensorIterator: inputs cast to their compute type, the result cast to out's.
-    const Storer<O> store = storer_for<O>(o.dtype);
-    const std::tuple<Loader<In>...> loads{loader_for<In>(dtype[I])...};
-    const int64_t osize = static_cast<int64_t>(o.itemsize());
-    const std::array<int64_t, N> isize = {static_cast<int64_t>(itemsize(dtype[I]))...};
-    parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
-      loop.run(begin, end, [&](const std::array<int64_t, N + 1>& off, int64_t len,
-                               const std::array<int64_t, N + 1>& st) {
-        for (int64_t i = 0; i < len; ++i) {
-          store(o.data + (off[0] + i * st[0]) * osize,
-                convert<O>(f(convert<opmath_t<In>>(
-                    std::get<I>(loads)(data[I] + (off[I + 1] + i * st[I + 1]) * isize[I]))...)));
+    const bool typed_out = o.dtype == type_dtype<O>();
+    parallel_for(ops.numel, kGrain, [&](int64_t begin, int64_t end) {
+      ops.loop.run(begin, end, [&](const std::array<int64_t, N + 1>& off, int64_t len,
+                                   const std::array<int64_t, N + 1>& st) {
+        if (typed_out && st[0] == 1 && ((dtype[I] == type_dtype<In>() && st[I + 1] == 1) && ...)) {
+          row(f, len, o.ptr<O>() + off[0], reinterpret_cast<const In*>(data[I]) + off[I + 1]...);
+          return;
+        }
+        // As ATen's TensorIterator: inputs cast to their compute type, the result cast to out's.
+        [[maybe_unused]] std::tuple<std::array<In, kStage>...> staged;
+        std::array<O, kStage> result;
+        for (int64_t c = 0; c < len; c += kStage) {
+          const int64_t m = std::min<int64_t>(kStage, len - c);
+          O* dst = typed_out && st[0] == 1 ? o.ptr<O>() + off[0] + c : result.data();
+          row(f, m, dst,
+              stage<In>(data[I], dtype[I], off[I + 1] + c * st[I + 1], st[I + 1], m, std::get<I>(staged).data())...);
+          if (dst == result.data()) unstage<O>(result.data(), m, o.data, o.dtype, off[0] + c * st[0], st[0]);
         }
       });
     });
