@@ -61,13 +61,13 @@ class DevxProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
   }
 };
 
-struct Register {
-  Register() {
+struct RegisterProfilerStubs {
+  RegisterProfilerStubs() {
     static DevxProfilerStubs stubs;
     torch::profiler::impl::registerPrivateUse1Methods(&stubs);
   }
 };
-Register g_register;
+RegisterProfilerStubs g_register_profiler_stubs;
 
 }  // namespace
 }  // namespace devx::profiler

@@ -419,10 +419,10 @@ std::vector<SegmentView> allocator_segments() {
 }
 
 namespace {
-struct Register {
-  Register() { c10::SetAllocator(kDevx, devx_allocator()); }
+struct RegisterAllocator {
+  RegisterAllocator() { c10::SetAllocator(kDevx, devx_allocator()); }
 };
-Register g_register;
+RegisterAllocator g_register_allocator;
 }  // namespace
 
 }  // namespace devx

@@ -58,10 +58,10 @@ void on_fork_child() {
   trace::use_vendor_table(&g_forked);
 }
 
-struct Register {
-  Register() { pthread_atfork(nullptr, nullptr, &on_fork_child); }
+struct RegisterForkHandler {
+  RegisterForkHandler() { pthread_atfork(nullptr, nullptr, &on_fork_child); }
 };
-Register g_register;
+RegisterForkHandler g_register_fork_handler;
 
 }  // namespace
 

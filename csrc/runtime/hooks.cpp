@@ -48,13 +48,13 @@ struct DevxHooks final : public at::PrivateUse1HooksInterface {
   }
 };
 
-struct Register {
-  Register() {
+struct RegisterHooks {
+  RegisterHooks() {
     static DevxHooks hooks;
     at::RegisterPrivateUse1HooksInterface(&hooks);
   }
 };
-Register g_register;
+RegisterHooks g_register_hooks;
 
 }  // namespace
 

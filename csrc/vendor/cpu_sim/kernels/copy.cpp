@@ -5,7 +5,8 @@
 namespace devx::cpu_sim::kern {
 namespace {
 
-DevxStatus copy_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxTensor* src, int non_blocking,
+// `self` is `out` (copy_ writes in place), and a copy on the stream never blocks the host: neither is read.
+DevxStatus copy_out(DevxKernelContext* ctx, const DevxTensor* /*self*/, const DevxTensor* src, int /*non_blocking*/,
                     DevxTensor* out) {
   if (!src || !out) return invalid("copy: NULL tensor");
   // Computed in the destination's type: every source value is converted once, as ATen's copy does.
