@@ -82,7 +82,7 @@ void affine_rows(const T* x, const Dense& y, const Nc& d, const std::vector<doub
   });
 }
 
-struct ForwardArgs {
+struct BatchNormForward {
   Dense x, y;
   Tensor weight, bias, running_mean, running_var, save_mean, save_invstd;
   bool training = false;
@@ -91,7 +91,7 @@ struct ForwardArgs {
 };
 
 template <typename T>
-void batch_norm_forward_work(const ForwardArgs& a) {
+void batch_norm_forward_work(const BatchNormForward& a) {
   const Nc& d = a.d;
   a.x.load();
   std::vector<double> mean(d.c), invstd(d.c);
@@ -162,7 +162,7 @@ DevxStatus batch_norm_forward(DevxKernelContext* ctx, const DevxTensor* input, c
   }
   return dispatch_in<kFloats>(input->dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
-    ForwardArgs a;
+    BatchNormForward a;
     if (DevxStatus s = norm_util::make_dense(ctx, take(input), &a.x)) return s;
     if (DevxStatus s = norm_util::make_dense(ctx, take(out), &a.y)) return s;
     a.weight = take(weight);
@@ -205,7 +205,7 @@ DevxStatus batch_norm_with_update_out(DevxKernelContext* ctx, const DevxTensor* 
                             save_invstd);
 }
 
-struct BackwardArgs {
+struct BatchNormBackward {
   Dense gy, x, gx;
   Tensor weight, running_mean, running_var, save_mean, save_invstd, grad_weight, grad_bias;
   bool train = false, want_gx = false;
@@ -214,7 +214,7 @@ struct BackwardArgs {
 };
 
 template <typename T>
-void batch_norm_backward_work(const BackwardArgs& a) {
+void batch_norm_backward_work(const BatchNormBackward& a) {
   const Nc& d = a.d;
   a.gy.load();
   a.x.load();
@@ -313,7 +313,7 @@ DevxStatus native_batch_norm_backward_out(DevxKernelContext* ctx, const DevxTens
   }
   return dispatch_in<kFloats>(input->dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
-    BackwardArgs a;
+    BatchNormBackward a;
     if (DevxStatus s = norm_util::make_dense(ctx, take(grad_out), &a.gy)) return s;
     if (DevxStatus s = norm_util::make_dense(ctx, take(input), &a.x)) return s;
     if (want[0]) {

@@ -43,7 +43,7 @@ DevxStatus check_param(const char* op, const DevxTensor* t, int64_t size, const 
   return DEVX_OK;
 }
 
-struct ForwardArgs {
+struct GroupNormForward {
   Dense x, y;
   Tensor weight, bias, mean, rstd;
   Groups d;
@@ -51,7 +51,7 @@ struct ForwardArgs {
 };
 
 template <typename T>
-void group_norm_work(const ForwardArgs& a) {
+void group_norm_work(const GroupNormForward& a) {
   const Groups& d = a.d;
   a.x.load();
   const std::vector<double> w = read_values(a.weight), b = read_values(a.bias);
@@ -106,7 +106,7 @@ DevxStatus native_group_norm_out(DevxKernelContext* ctx, const DevxTensor* input
   }
   return dispatch_in<kFloats>(input->dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
-    ForwardArgs a;
+    GroupNormForward a;
     if (DevxStatus s = norm_util::make_dense(ctx, take(input), &a.x)) return s;
     if (DevxStatus s = norm_util::make_dense(ctx, take(out0), &a.y)) return s;
     a.weight = take(weight);
@@ -120,14 +120,14 @@ DevxStatus native_group_norm_out(DevxKernelContext* ctx, const DevxTensor* input
   });
 }
 
-struct BackwardArgs {
+struct GroupNormBackward {
   Dense gy, x, gx;
   Tensor mean, rstd, weight, grad_weight, grad_bias;
   Groups d;
 };
 
 template <typename T>
-void group_norm_backward_work(const BackwardArgs& a) {
+void group_norm_backward_work(const GroupNormBackward& a) {
   const Groups& d = a.d;
   a.gy.load();
   a.x.load();
@@ -220,7 +220,7 @@ DevxStatus native_group_norm_backward_out(DevxKernelContext* ctx, const DevxTens
   }
   return dispatch_in<kFloats>(input->dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
-    BackwardArgs a;
+    GroupNormBackward a;
     if (DevxStatus s = norm_util::make_dense(ctx, take(grad_out), &a.gy)) return s;
     if (DevxStatus s = norm_util::make_dense(ctx, take(input), &a.x)) return s;
     if (want[0] && N * C * HxW > 0) {

@@ -43,7 +43,7 @@ DevxStatus check_param(const DevxTensor* t, int64_t n, const char* what) {
   return DEVX_OK;
 }
 
-struct ForwardArgs {
+struct LayerNormForward {
   Dense x, y;
   Tensor weight, bias, mean, rstd;
   int64_t m = 0, n = 0;
@@ -51,7 +51,7 @@ struct ForwardArgs {
 };
 
 template <typename T>
-void layer_norm_work(const ForwardArgs& a) {
+void layer_norm_work(const LayerNormForward& a) {
   a.x.load();
   const std::vector<double> w = read_values(a.weight), b = read_values(a.bias);
   std::vector<double> mean(a.m), rstd(a.m);
@@ -103,7 +103,7 @@ DevxStatus native_layer_norm_out(DevxKernelContext* ctx, const DevxTensor* input
   }
   return dispatch_in<kFloats>(input->dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
-    ForwardArgs a;
+    LayerNormForward a;
     if (DevxStatus s = norm_util::make_dense(ctx, take(input), &a.x)) return s;
     if (DevxStatus s = norm_util::make_dense(ctx, take(out0), &a.y)) return s;
     a.weight = take(weight);
@@ -118,14 +118,14 @@ DevxStatus native_layer_norm_out(DevxKernelContext* ctx, const DevxTensor* input
   });
 }
 
-struct BackwardArgs {
+struct LayerNormBackward {
   Dense gy, x, gx;
   Tensor mean, rstd, weight, grad_weight, grad_bias;
   int64_t m = 0, n = 0;
 };
 
 template <typename T>
-void layer_norm_backward_work(const BackwardArgs& a) {
+void layer_norm_backward_work(const LayerNormBackward& a) {
   a.gy.load();
   a.x.load();
   const std::vector<double> mean = read_values(a.mean), rstd = read_values(a.rstd), w = read_values(a.weight);
@@ -209,7 +209,7 @@ DevxStatus native_layer_norm_backward_out(DevxKernelContext* ctx, const DevxTens
   }
   return dispatch_in<kFloats>(input->dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
-    BackwardArgs a;
+    LayerNormBackward a;
     if (DevxStatus s = norm_util::make_dense(ctx, take(grad_out), &a.gy)) return s;
     if (DevxStatus s = norm_util::make_dense(ctx, take(input), &a.x)) return s;
     if (want[0] && m * n > 0) {

@@ -11,8 +11,6 @@ namespace {
 
 using namespace reduce_util;
 
-constexpr int64_t kNone = 0, kMean = 1, kSum = 2;
-
 struct Sums {
   double loss = 0, weight = 0;
 };
@@ -47,11 +45,11 @@ DevxStatus nll_forward(DevxKernelContext* ctx, const std::string& op, const Devx
   const Tensor x = take(self), tg = take(target), w = take(weight), o = take(output), tw = take(total_weight);
   NllLayout layout;
   if (std::string why = nll_layout(x, tg, &layout); !why.empty()) return invalid(op + ": " + why);
-  if (reduction == kNone && o.sizes != tg.sizes) return invalid(op + ": output shape differs from the target's");
-  if (reduction != kNone && o.ndim() != 0) return invalid(op + ": a reduced output should be 0-dim");
-  if (reduction < kNone || reduction > kSum) return invalid(op + ": unknown reduction");
+  if (reduction == kReductionNone && o.sizes != tg.sizes) return invalid(op + ": output shape differs from the target's");
+  if (reduction != kReductionNone && o.ndim() != 0) return invalid(op + ": a reduced output should be 0-dim");
+  if (reduction < kReductionNone || reduction > kReductionSum) return invalid(op + ": unknown reduction");
   if (!is_integral(tg.dtype)) return decline(op + ": target dtype " + dtype_name(tg.dtype));
-  const Dims out_strides = reduction == kNone ? o.strides : Dims(tg.ndim(), 0);
+  const Dims out_strides = reduction == kReductionNone ? o.strides : Dims(tg.ndim(), 0);
   const Loop<3> loop(tg.sizes, {tg.strides, layout.mapped, out_strides});
   return dispatch_in<kFloats>(x.dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
@@ -71,7 +69,7 @@ DevxStatus nll_forward(DevxKernelContext* ctx, const std::string& op, const Devx
         return t;
       };
       auto weight_of = [&](int64_t t) { return w.data ? read_as<M>(w, t * w.stride(0)) : M(1); };
-      if (reduction == kNone) {
+      if (reduction == kReductionNone) {
         for_each_element(loop, [&](const std::array<int64_t, 3>& off) {
           const int64_t t = class_at(off[0]);
           const M v = t < 0 ? M(0) : -weight_of(t) * static_cast<M>(x.ptr<const T>()[off[1] + t * sc]);
@@ -95,7 +93,7 @@ DevxStatus nll_forward(DevxKernelContext* ctx, const std::string& op, const Devx
             a.weight += b.weight;
           });
       error.throw_if_failed();
-      o.ptr<T>()[0] = convert<T>(reduction == kMean ? sums.loss / sums.weight : sums.loss);
+      o.ptr<T>()[0] = convert<T>(reduction == kReductionMean ? sums.loss / sums.weight : sums.loss);
       write_as<double>(tw, 0, sums.weight);
     });
   });
@@ -111,10 +109,10 @@ DevxStatus nll_backward(DevxKernelContext* ctx, const std::string& op, const Dev
                gi = take(grad_input);
   NllLayout layout;
   if (std::string why = nll_layout(gi, tg, &layout); !why.empty()) return invalid(op + ": " + why);
-  if (reduction == kNone && g.sizes != tg.sizes) return invalid(op + ": grad_output shape differs from the target's");
-  if (reduction != kNone && g.numel() != 1) return invalid(op + ": expected a single grad_output");
+  if (reduction == kReductionNone && g.sizes != tg.sizes) return invalid(op + ": grad_output shape differs from the target's");
+  if (reduction != kReductionNone && g.numel() != 1) return invalid(op + ": expected a single grad_output");
   if (!is_integral(tg.dtype)) return decline(op + ": target dtype " + dtype_name(tg.dtype));
-  const Dims grad_strides = reduction == kNone ? g.strides : Dims(tg.ndim(), 0);
+  const Dims grad_strides = reduction == kReductionNone ? g.strides : Dims(tg.ndim(), 0);
   const Loop<3> loop(tg.sizes, {tg.strides, layout.mapped, grad_strides});
   const Loop<1> all(gi.sizes, {gi.strides});
   return dispatch_in<kFloats>(gi.dtype, [&](auto tag) -> DevxStatus {
@@ -134,7 +132,7 @@ DevxStatus nll_backward(DevxKernelContext* ctx, const std::string& op, const Dev
           return;
         }
         const M go = read_as<M>(g, off[2]);
-        const M grad = -(reduction == kMean ? go / total : go);
+        const M grad = -(reduction == kReductionMean ? go / total : go);
         const M wt = w.data ? read_as<M>(w, t * w.stride(0)) : M(1);
         gi.ptr<T>()[off[1] + t * sc] = convert<T>(wt * grad);
       });
@@ -188,13 +186,13 @@ void reduce_loss(const Loop<N>& loop, int64_t reduction, const Tensor& o, F loss
       },
       [](double& a, const double& b) { a += b; });
   const double n = static_cast<double>(loop.numel());
-  o.ptr<T>()[0] = convert<T>(reduction == kMean ? sum / n : sum);
+  o.ptr<T>()[0] = convert<T>(reduction == kReductionMean ? sum / n : sum);
 }
 
 DevxStatus mse_loss_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxTensor* target, int64_t reduction,
                         DevxTensor* out) {
   if (!self || !target || !out) return invalid("mse_loss: NULL tensor");
-  if (reduction == kNone) {
+  if (reduction == kReductionNone) {
     return dispatch_in<kFloats>(out->dtype, [&](auto tag) -> DevxStatus {
       using M = opmath_t<decltype(tag)>;
       return elementwise<decltype(tag), 2>(ctx, {self, target}, out, [](M x, M y) { return (x - y) * (x - y); });
@@ -223,7 +221,7 @@ DevxStatus mse_loss_backward_out(DevxKernelContext* ctx, const DevxTensor* grad_
   for (int d = 0; d < self->ndim; ++d) n *= self->sizes[d];
   return dispatch_in<kFloats>(grad_input->dtype, [&](auto tag) -> DevxStatus {
     using M = opmath_t<decltype(tag)>;
-    const M norm = static_cast<M>(reduction == kMean ? 2.0 / static_cast<double>(n) : 2.0);
+    const M norm = static_cast<M>(reduction == kReductionMean ? 2.0 / static_cast<double>(n) : 2.0);
     return elementwise<decltype(tag), 3>(ctx, {grad_output, self, target}, grad_input,
                                          [norm](M g, M x, M y) { return norm * (x - y) * g; });
   });
@@ -242,9 +240,9 @@ DevxStatus binary_cross_entropy_out(DevxKernelContext* ctx, const DevxTensor* se
   if (!self || !target || !out) return invalid("binary_cross_entropy: NULL tensor");
   const Tensor x = take(self), y = take(target), w = take(weight), o = take(out);
   if (x.sizes != y.sizes) return invalid("binary_cross_entropy: input and target sizes differ");
-  if (reduction == kNone && o.sizes != x.sizes) return invalid("binary_cross_entropy: output shape differs");
+  if (reduction == kReductionNone && o.sizes != x.sizes) return invalid("binary_cross_entropy: output shape differs");
   const Dims zeros(x.sizes.size(), 0);
-  const Loop<4> loop(x.sizes, {reduction == kNone ? o.strides : zeros, x.strides, y.strides,
+  const Loop<4> loop(x.sizes, {reduction == kReductionNone ? o.strides : zeros, x.strides, y.strides,
                                w.data ? broadcast_strides(w, x.sizes) : zeros});
   return dispatch_in<kFloats>(o.dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
@@ -258,7 +256,7 @@ DevxStatus binary_cross_entropy_out(DevxKernelContext* ctx, const DevxTensor* se
         const M l = bce(xv, tv);
         return w.data ? static_cast<M>(convert<T>(l)) * read_as<M>(w, off[3]) : l;
       };
-      if (reduction == kNone) {
+      if (reduction == kReductionNone) {
         for_each_element(loop, [&](const std::array<int64_t, 4>& off) { o.ptr<T>()[off[0]] = convert<T>(loss(off)); });
       } else {
         reduce_loss<T>(loop, reduction, o, loss);
@@ -277,7 +275,7 @@ DevxStatus binary_cross_entropy_backward_out(DevxKernelContext* ctx, const DevxT
   return dispatch_in<kFloats>(grad_input->dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
     using M = opmath_t<T>;
-    const M scale = static_cast<M>(reduction == kMean ? static_cast<double>(n) : 1.0);
+    const M scale = static_cast<M>(reduction == kReductionMean ? static_cast<double>(n) : 1.0);
     // The 1e-12 floor keeps x = 0 or 1 finite, as in ATen.
     auto grad = [](M g, M x, M t) { return g * (x - t) / std::max((M(1) - x) * x, M(1e-12)); };
     if (weight) {

@@ -13,19 +13,17 @@ namespace {
 
 using namespace reduce_util;
 
-constexpr int64_t kNone = 0, kMean = 1, kSum = 2;
-
 // out = the loss f(x - y) of every element, or its mean or sum.
 template <typename Loss>
 DevxStatus robust_loss(DevxKernelContext* ctx, const char* op, const DevxTensor* self, const DevxTensor* target,
                        int64_t reduction, DevxTensor* out, double threshold, Loss loss) {
   if (!self || !target || !out) return invalid(std::string(op) + ": NULL tensor");
-  if (reduction < kNone || reduction > kSum) return invalid(std::string(op) + ": unknown reduction");
+  if (reduction < kReductionNone || reduction > kReductionSum) return invalid(std::string(op) + ": unknown reduction");
   return dispatch_in<kFloats>(out->dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
     using M = opmath_t<T>;
     const M t = static_cast<M>(threshold);
-    if (reduction == kNone) {
+    if (reduction == kReductionNone) {
       return elementwise<T, 2>(ctx, {self, target}, out, [t, loss](M x, M y) { return loss(x - y, t); });
     }
     const Tensor x = take(self), y = take(target), o = take(out);
@@ -41,7 +39,7 @@ DevxStatus robust_loss(DevxKernelContext* ctx, const char* op, const DevxTensor*
           },
           [](double& a, const double& b) { a += b; });
       const double n = static_cast<double>(loop.numel());
-      write_as<double>(o, 0, reduction == kMean ? sum / n : sum);
+      write_as<double>(o, 0, reduction == kReductionMean ? sum / n : sum);
     });
   });
 }
@@ -57,7 +55,7 @@ DevxStatus robust_loss_backward(DevxKernelContext* ctx, const char* op, const De
   return dispatch_in<kFloats>(grad_input->dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
     using M = opmath_t<T>;
-    const M norm = static_cast<M>(reduction == kMean ? 1.0 / static_cast<double>(n) : 1.0), t = static_cast<M>(threshold);
+    const M norm = static_cast<M>(reduction == kReductionMean ? 1.0 / static_cast<double>(n) : 1.0), t = static_cast<M>(threshold);
     return elementwise<T, 3>(ctx, {grad_output, self, target}, grad_input,
                              [norm, t, grad](M g, M x, M y) { return grad(x - y, t, norm * g); });
   });

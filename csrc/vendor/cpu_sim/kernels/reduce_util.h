@@ -38,6 +38,9 @@ inline A acc_mul(A a, A b) {
   else return a * b;
 }
 
+// The losses' `reduction` argument: ATen's at::Reduction values.
+constexpr int64_t kReductionNone = 0, kReductionMean = 1, kReductionSum = 2;
+
 template <typename M>
 inline bool is_nan(M v) {
   if constexpr (std::is_floating_point_v<M>) return v != v;
