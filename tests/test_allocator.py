@@ -133,6 +133,23 @@ def test_split_block_serves_a_smaller_request():
     assert torch.devx.memory_reserved(1) == reserved
 
 
+@pytest.mark.devices(2)
+def test_empty_tensors_take_no_memory_as_on_cuda():
+    _fresh()
+    before = torch.devx.memory_stats(1)
+    none = torch.empty(0, device="devx:1")
+    empties = [none, torch.ones(3, 0, device="devx:1"), none * none]
+    stats = torch.devx.memory_stats(1)
+    # CUDA's allocator hands out a null pointer for zero bytes and counts no allocation.
+    assert [t.data_ptr() for t in empties] == [0, 0, 0]
+    for key in ("allocation.all.current", "allocated_bytes.all.current", "segment.all.current"):
+        assert stats[key] == before[key], key
+    grown = empties[0].resize_(5).fill_(2.0)
+    assert grown.data_ptr() != 0 and grown.sum().item() == 10.0
+    assert torch.devx.memory_allocated(1) == before["allocated_bytes.all.current"] + 512
+    assert torch.cat([empties[1].reshape(0), torch.arange(2.0, device="devx:1")]).tolist() == [0.0, 1.0]
+
+
 def test_stats_keys_match_cuda_and_accelerator():
     stats = torch.devx.memory_stats(0)
     for metric in ("allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",

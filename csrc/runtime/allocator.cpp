@@ -83,6 +83,8 @@ void report_to_profiler(void* ptr, int64_t delta, DeviceBlocks& blocks, c10::Dev
 }
 
 void free_allocation(void* ptr) {
+  // A zero-byte allocation (null); only raw_deallocate calls a deleter with it.
+  if (ptr == nullptr) return;
   // The memory is the parent's, and a parent thread may have held the allocator's lock at the fork.
   if (C10_UNLIKELY(in_bad_fork())) return;
   if (C10_UNLIKELY(memcheck::g_enabled.load(std::memory_order_relaxed))) memcheck::on_free(ptr);
@@ -202,6 +204,12 @@ c10::DataPtr allocate_guarded(c10::DeviceIndex device, size_t nbytes, c10::Devic
 
 c10::DataPtr DevxAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes, c10::Device reported) {
   check_not_forked();
+  // As CUDA's allocator: no bytes, no block (memory_allocated() does not count empty tensors), and
+  // a null pointer that no deleter is ever called for.
+  if (nbytes == 0) {
+    check_device_index(device);
+    return {nullptr, nullptr, &free_allocation, reported};
+  }
   if (C10_UNLIKELY(sanitizer::enabled())) return allocate_guarded(device, nbytes, reported);
   DeviceBlocks& blocks = blocks_of(device);
   std::optional<history::CallScope> history_scope;
@@ -359,13 +367,6 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
     return;
   }
   devx_allocator()->copy_data(target, old.get(), keep);
-}
-
-c10::DeviceIndex allocation_device(const c10::DataPtr& ptr) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_live.find(ptr.get());
-  TORCH_INTERNAL_ASSERT(it != g_live.end(), "devx: ", ptr.get(), " is not a live devx allocation");
-  return it->second.first;
 }
 
 std::optional<c10::DeviceIndex> live_allocation_device(const void* ptr) {

@@ -42,8 +42,6 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 
 // True when `ptr` was allocated by the devx allocator (whatever device the DataPtr reports).
 bool is_devx_allocation(const c10::DataPtr& ptr);
-// The devx device an allocation lives on; `ptr` must satisfy is_devx_allocation.
-c10::DeviceIndex allocation_device(const c10::DataPtr& ptr);
 // Reads DEVX_ALLOC_CONF now, so a bad setting fails at import rather than at the first allocation.
 void check_allocator_settings();
 // Installs devx's parser of runtime allocator settings (c10's device config hook, which a torch
