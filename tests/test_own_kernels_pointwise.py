@@ -342,9 +342,14 @@ for dt in NUMBERS:
         variants(f"addcmul {tag}", torch.addcmul, [a, c, b], inplace=torch.Tensor.addcmul_, value=2)
         if dt.is_floating_point:
             variants(f"addcdiv {tag}", torch.addcdiv, [a, c, b], inplace=torch.Tensor.addcdiv_, value=0.5)
+# torch 2.11's CPU clamp ignores a lone NaN scalar bound (later releases, both bounds given, the
+# Tensor overload and clamp_min give NaN, as cpu_sim's kernel does): compared only where the CPU agrees.
+lone_nan_bound_kept = bool(torch.clamp(torch.tensor([1.0]), min=nan).isnan().item())
 for dt in [torch.float32, torch.float16]:
     a = torch.tensor([1.0, nan, -2.0, 5.0], dtype=dt)
     for lo, hi in [(nan, None), (None, nan), (nan, 1.0), (0.0, nan)]:
+        if (lo is None or hi is None) and not lone_nan_bound_kept:
+            continue
         variants(f"clamp nan bound {dt} {lo} {hi}", torch.clamp, [a], min=lo, max=hi)
     variants(f"clamp_min nan {dt}", torch.clamp_min, [a], min=nan)
     variants(f"clamp.Tensor nan {dt}", torch.clamp, [a, torch.tensor([nan, 0, 0, 0], dtype=dt),
