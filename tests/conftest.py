@@ -125,6 +125,18 @@ def assert_child_ok(proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 0, "child failed: " + describe(proc)
 
 
+def needs_cuda_alias() -> pytest.MarkDecorator:
+    """Skips a test of CUDA mocking below Python on a torch with CUDA kernels of its own (a CUDA
+    build, as PyPI's default wheels are): there "cuda" is a real device, which mocking redirects
+    through Python wrappers only (README, CUDA mocking), and whatever reaches it below them meets
+    the real CUDA runtime."""
+    import torch
+
+    return pytest.mark.skipif(
+        torch._C._dispatch_has_kernel_for_dispatch_key("aten::empty.memory_format", "CUDA"),
+        reason='this torch has CUDA kernels of its own: "cuda" is a real device, redirected by Python wrappers only')
+
+
 def needs_profiler_device_rows() -> pytest.MarkDecorator:
     """Skips a test of torch.profiler's devx device rows on a torch without kineto's PrivateUse1
     profiler registry (torch 2.11)."""

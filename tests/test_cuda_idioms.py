@@ -12,7 +12,7 @@ import torch_devx  # noqa: F401  (registers the devx device)
 from torch.testing import assert_close
 from torch_devx import cuda_mock
 
-from conftest import assert_child_ok, describe, run_python
+from conftest import assert_child_ok, describe, needs_cuda_alias, run_python
 
 pytestmark = [
     pytest.mark.usefixtures("devx"),
@@ -34,6 +34,7 @@ def test_default_generators_are_the_devices_generators():
     assert_close(a, torch.randn(4, device="cuda"))
 
 
+@needs_cuda_alias()
 def test_streams_and_events_made_for_cuda_are_devx_ones():
     stream = torch.Stream(device="cuda")
     least, greatest = torch.cuda.Stream.priority_range()
@@ -52,6 +53,8 @@ def test_streams_and_events_made_for_cuda_are_devx_ones():
     assert stream.query()
 
 
+@pytest.mark.skipif(cuda_mock._has_nvtx(),
+                    reason="this torch has NVTX (a CUDA build): torch.cuda.nvtx stays NVTX's, for Nsight")
 def test_nvtx_ranges_reach_the_profiler():
     from torch.profiler import profile
 
@@ -244,6 +247,7 @@ print("OK")
 """
 
 
+@needs_cuda_alias()
 @pytest.mark.parametrize("variable", ["DEVX_DEVICE_AS_CUDA", "DIPU_PYTHON_DEVICE_AS_CUDA"])
 def test_device_as_cuda_reports_devx_tensors_as_cuda(variable):
     proc = run_python(DEVICE_AS_CUDA_SCRIPT, **{variable: "1"})
