@@ -386,11 +386,17 @@ void check_allocator_settings() {
   settings();
 }
 
-bool install_allocator_settings_hook() {
+void install_allocator_settings_hook() {
   auto& hook = c10::CachingAllocator::AcceleratorAllocatorConfig::getConfigParserHook();
-  if (hook) return false;  // a torch with CUDA parses its own keys
-  hook = &apply_allocator_settings;
-  return true;
+  if (!hook) {
+    hook = &apply_allocator_settings;
+    return;
+  }
+  // A torch with CUDA has its own parser of CUDA's keys: devx's runs after it.
+  hook = [cuda = std::move(hook)](const std::string& env) {
+    cuda(env);
+    apply_allocator_settings(env);
+  };
 }
 
 std::vector<SegmentView> allocator_segments() {

@@ -44,9 +44,9 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 bool is_devx_allocation(const c10::DataPtr& ptr);
 // Reads DEVX_ALLOC_CONF now, so a bad setting fails at import rather than at the first allocation.
 void check_allocator_settings();
-// Installs devx's parser of runtime allocator settings (c10's device config hook, which a torch
-// without CUDA leaves empty); false, with nothing changed, where another is installed.
-bool install_allocator_settings_hook();
+// Installs devx's parser of runtime allocator settings as c10's device config hook (which a torch
+// without CUDA leaves empty; a CUDA build's own hook is kept and runs first).
+void install_allocator_settings_hook();
 
 // Frees `ptr` if the devx allocator owns it; false (and nothing done) otherwise.
 bool free_if_devx_allocation(void* ptr);

@@ -70,6 +70,8 @@ _effects.permanent(_DEVICE, "aten Conjugate and Negative fallthroughs of _copy_f
                    "registered by the loaded library; only copies between devices reach these ops")
 _effects.permanent(_DEVICE, "torch.save's tensor metadata of PrivateUse1: devx's (torch._utils.set_tensor_metadata)",
                    "torch registers one pair of functions per device type, once")
+_effects.permanent(_DEVICE, "c10's allocator config-parser hook: devx's applies max_split_size_mb (after a CUDA "
+                   "build's own hook)", "c10 holds one hook per process, which a loaded library's code runs in")
 _effects.permanent(_DEVICE, "atexit (C++): a flag that stops routing allocations while the process exits",
                    "a C++ atexit callback cannot be unregistered; it only sets a flag of devx's")
 if _C._compute_device_type() == 0:
