@@ -56,7 +56,8 @@ def count(setting: str, ops: list[str], calls: int) -> dict[str, float]:
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}/cg.%p",
                sys.executable, os.path.abspath(__file__), "--child", device, "--ops", ",".join(ops),
                "--calls", str(calls)]
-        env = dict(os.environ, DEVX_SIM_KERNELS=kernels, DEVX_SIM_THREADS="1")
+        # A fixed hash seed: with a random one, Python's dict lookups alone move a count by hundreds.
+        env = dict(os.environ, DEVX_SIM_KERNELS=kernels, DEVX_SIM_THREADS="1", PYTHONHASHSEED="0")
         subprocess.run(cmd, env=env, check=True, capture_output=True)
         totals = {}
         for path in glob.glob(f"{out}/cg.*"):

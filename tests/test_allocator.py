@@ -81,6 +81,32 @@ def test_whole_free_segments_move_between_pools():
     assert all(not (huge_ptr <= p.data_ptr() < huge_ptr + 4 * MiB) for p in parts)
 
 
+@pytest.mark.devices(2)
+def test_a_freed_small_block_serves_the_next_request_of_its_size_and_merges_when_described():
+    """Small ops free a block and ask for the same size again: the block is kept whole for that
+    size (other sizes do not split it), and is merged with its free neighbours before statistics
+    or a snapshot describe the cache."""
+    _fresh()
+    a, b, c = (torch.empty(1024, dtype=torch.uint8, device="devx:1") for _ in range(3))
+    a_ptr, b_ptr, c_ptr = a.data_ptr(), b.data_ptr(), c.data_ptr()
+    assert (b_ptr, c_ptr) == (a_ptr + 1024, a_ptr + 2048)
+    del b
+    half = torch.empty(512, dtype=torch.uint8, device="devx:1")
+    assert half.data_ptr() != b_ptr
+    again = torch.empty(1024, dtype=torch.uint8, device="devx:1")
+    assert again.data_ptr() == b_ptr
+    del again, c, half
+    stats = torch.devx.memory_stats(1)
+    assert stats["allocation.all.current"] == 1 and stats["allocated_bytes.all.current"] == 1024
+    assert stats["inactive_split.all.current"] == 1  # b, c, half and the tail are one free block
+    [segment] = [s for s in torch.devx.memory.memory_snapshot() if s["address"] == a_ptr]
+    assert [(blk["size"], blk["state"]) for blk in segment["blocks"]] == [
+        (1024, "active_allocated"), (2 * MiB - 1024, "inactive")]
+    del a
+    torch.devx.empty_cache()
+    assert torch.devx.memory_stats(1)["reserved_bytes.all.current"] == 0
+
+
 def test_small_requests_fill_the_oldest_segment_first_so_younger_ones_empty_out():
     """A small request takes the first hole that fits, oldest segment first, not the smallest
     hole: the short-lived tensor below lands in the old segment's big hole instead of the young

@@ -408,7 +408,7 @@ std::vector<SegmentView> allocator_segments() {
   }
   std::vector<SegmentView> out;
   for (size_t d = 0; d < all_devices().size(); ++d) {
-    const DeviceBlocks& blocks = *all_devices()[d];
+    DeviceBlocks& blocks = *all_devices()[d];
     const std::vector<const Block*> heads = blocks.segment_heads(allocated[d]);
     for (const Block* head : heads) {
       SegmentView seg{static_cast<c10::DeviceIndex>(d), head->ptr, 0, head->small, {}};

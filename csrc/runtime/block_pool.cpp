@@ -67,11 +67,18 @@ AllocatorSettings read_allocator_settings() {
 Block* DeviceBlocks::allocate(size_t size, size_t requested, int64_t stream) {
   const bool small = size <= kSmallSize;
   if (C10_UNLIKELY(!pending_.empty())) process_pending();
-  Block* block = take_free(size, small, stream);
-  if (!block) block = adopt_free_segment(size, small, stream);
-  if (!block) block = new_segment(size, small, stream);
-  if (!block) return nullptr;
-  split(block, size);
+  Block* block = small && size <= kRecentMax ? take_recent(size, stream) : nullptr;
+  if (!block) {
+    block = take_free(size, small, stream);
+    if (!block && recent_count_ > 0) {
+      flush_recent();
+      block = take_free(size, small, stream);
+    }
+    if (!block) block = adopt_free_segment(size, small, stream);
+    if (!block) block = new_segment(size, small, stream);
+    if (!block) return nullptr;
+    split(block, size);
+  }
   block->allocated = true;
   block->requested = requested;
   for_pool(small, [&](size_t i) {
@@ -114,6 +121,42 @@ Block* DeviceBlocks::take_first_fit(size_t size, int64_t stream) {
     return front;
   }
   return nullptr;
+}
+
+Block* DeviceBlocks::take_recent(size_t size, int64_t stream) {
+  RecentList& list = recent_[recent_index(size)];
+  for (size_t i = list.count; i-- > 0;) {
+    Block* b = list.blocks[i];
+    if (b->stream != stream) continue;
+    list.blocks[i] = list.blocks[--list.count];
+    --recent_count_;
+    b->recent = false;
+    return b;
+  }
+  return nullptr;
+}
+
+// While memory history records, blocks go back to their pools at once: each record carries the
+// largest free block, which recent blocks would hide.
+bool DeviceBlocks::keep_recent(Block* block) {
+  if (block->size > kRecentMax || C10_UNLIKELY(history::recording())) return false;
+  RecentList& list = recent_[recent_index(block->size)];
+  if (list.count == kRecentDepth) return false;
+  block->recent = true;
+  list.blocks[list.count++] = block;
+  ++recent_count_;
+  return true;
+}
+
+void DeviceBlocks::flush_recent() {
+  for (RecentList& list : recent_) {
+    for (size_t i = 0; i < list.count; ++i) {
+      list.blocks[i]->recent = false;
+      release_small(list.blocks[i]);
+    }
+    list.count = 0;
+  }
+  recent_count_ = 0;
 }
 
 Block* DeviceBlocks::take_best_fit(size_t size, int64_t stream) {
@@ -285,7 +328,7 @@ void DeviceBlocks::release(Block* block) {
     stats_.active_bytes[i].decrease(block->size);
   });
   if (block->small) {
-    release_small(block);
+    if (!keep_recent(block)) release_small(block);
   } else {
     release_large(block);
   }
@@ -297,8 +340,8 @@ void DeviceBlocks::release(Block* block) {
 void DeviceBlocks::release_small(Block* block) {
   Block* prev = block->prev;
   Block* next = block->next;
-  const bool next_free = next && !next->allocated;
-  if (prev && !prev->allocated) {
+  const bool next_free = next && pool_free(next);
+  if (prev && pool_free(prev)) {
     prev->size += block->size;
     prev->next = next;
     if (next) next->prev = prev;
@@ -357,6 +400,7 @@ void DeviceBlocks::end_wait() {
 
 std::vector<Block*> DeviceBlocks::detach_free_segments() {
   if (!pending_.empty()) process_pending();
+  flush_recent();
   std::vector<Block*> segments;
   for (Pool* p : {&small_, &large_}) {
     for (auto it = p->begin(); it != p->end();) {
@@ -387,7 +431,8 @@ void DeviceBlocks::free_segments(const std::vector<Block*>& segments) {
   }
 }
 
-std::pair<int64_t, int64_t> DeviceBlocks::inactive_split() const {
+std::pair<int64_t, int64_t> DeviceBlocks::inactive_split() {
+  flush_recent();
   int64_t count = 0, bytes = 0;
   for (const Pool* p : {&small_, &large_}) {
     for (const Block* b : *p) {
@@ -400,7 +445,8 @@ std::pair<int64_t, int64_t> DeviceBlocks::inactive_split() const {
   return {count, bytes};
 }
 
-history::Totals DeviceBlocks::totals() const {
+history::Totals DeviceBlocks::totals() {
+  flush_recent();
   history::Totals t;
   const auto agg = static_cast<size_t>(StatType::AGGREGATE);
   t.allocated = stats_.allocated_bytes[agg].current;
@@ -414,7 +460,8 @@ history::Totals DeviceBlocks::totals() const {
   return t;
 }
 
-std::vector<const Block*> DeviceBlocks::segment_heads(const std::vector<const Block*>& allocated) const {
+std::vector<const Block*> DeviceBlocks::segment_heads(const std::vector<const Block*>& allocated) {
+  flush_recent();
   std::vector<const Block*> heads;
   for (const Pool* p : {&small_, &large_}) {
     for (const Block* b : *p) {

@@ -17,6 +17,7 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,6 +50,7 @@ struct Block {
   Block* prev = nullptr;  // neighbours in the same segment
   Block* next = nullptr;
   uint32_t stream_uses = 0;  // bit i: stream id i may use the block (record_stream)
+  bool recent = false;       // free, and kept whole in its size's recent list, not in a pool
 };
 
 class DeviceBlocks {
@@ -79,13 +81,15 @@ class DeviceBlocks {
   // would pass it is out of memory, as one the vendor refuses.
   void set_reserve_limit(size_t bytes) { reserve_limit_ = bytes; }
   size_t reserve_limit() const { return reserve_limit_; }
+  // The three below merge the recent blocks into their pools first: they describe the cache as
+  // the pools alone would have it.
   // Current count and bytes of free blocks that are pieces of a split segment.
-  std::pair<int64_t, int64_t> inactive_split() const;
+  std::pair<int64_t, int64_t> inactive_split();
   // Allocated and reserved bytes now, and the largest cached free block.
-  history::Totals totals() const;
+  history::Totals totals();
   // The first block of every segment, by address, given the blocks that are allocated now (the
   // pools hold only the free ones).
-  std::vector<const Block*> segment_heads(const std::vector<const Block*>& allocated) const;
+  std::vector<const Block*> segment_heads(const std::vector<const Block*>& allocated);
 
  private:
   // Free blocks of one pool, grouped by stream. The small pool is in address order, oldest segment
@@ -137,6 +141,25 @@ class DeviceBlocks {
   void release_large(Block* block);
   // Frees the pending blocks whose events have completed.
   void process_pending();
+  // Small ops free a block and ask for one of the same size at once, op after op. A freed small
+  // block of up to kRecentMax bytes is kept whole in the recent list of its size (kRecentDepth per
+  // size, on any stream), and a request of that size on its stream takes it back: no pool search,
+  // split or merge (they were half the cost of a cached allocate/free pair). A recent block is free
+  // but in no pool, and its neighbours do not merge with it; all of them go back to their pools
+  // (merging) before a pool would need another segment, before segments are given back, and
+  // before the cache is described (statistics, snapshots, memory history).
+  static constexpr size_t kRecentUnit = 512;  // the allocator's rounding: sizes are multiples
+  static constexpr size_t kRecentMax = 64 << 10;
+  static constexpr size_t kRecentDepth = 4;
+  struct RecentList {
+    std::array<Block*, kRecentDepth> blocks{};
+    size_t count = 0;
+  };
+  static size_t recent_index(size_t size) { return size / kRecentUnit - 1; }
+  Block* take_recent(size_t size, int64_t stream);
+  bool keep_recent(Block* block);
+  void flush_recent();
+  static bool pool_free(const Block* b) { return !b->allocated && !b->recent; }
 
   int device_;
   const AllocatorSettings* settings_;
@@ -145,6 +168,8 @@ class DeviceBlocks {
   std::vector<std::unique_ptr<Block>> spare_blocks_;
   std::vector<Pool::node_type> spare_nodes_;
   std::vector<Pending> pending_;
+  std::array<RecentList, kRecentMax / kRecentUnit> recent_{};
+  size_t recent_count_ = 0;
   int waiters_ = 0;
   std::vector<DevxEventHandle> retired_;  // completed events, destroyed when nobody waits
   c10::CachingDeviceAllocator::DeviceStats stats_;
