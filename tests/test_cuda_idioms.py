@@ -34,6 +34,37 @@ def test_default_generators_are_the_devices_generators():
     assert_close(a, torch.randn(4, device="cuda"))
 
 
+def test_generators_made_for_cuda_are_devx_generators():
+    """torch.Generator("cuda") (or device="cuda:N", a torch.device) makes a devx generator; what it
+    makes is torch's own Generator type, which TorchScript, dynamo and isinstance recognise."""
+    made = [torch.Generator("cuda"), torch.Generator(device="cuda:1"), torch.Generator(torch.device("cuda", 0))]
+    assert [g.device for g in made] == [DEVX0, torch.device("devx", 1), DEVX0]
+    assert all(type(g) is torch._C.Generator for g in made)
+    assert torch.Generator().device == torch.device("cpu") and torch.Generator("cpu").device == torch.device("cpu")
+    assert isinstance(made[0], torch.Generator) and isinstance(torch.default_generator, torch.Generator)
+    assert issubclass(torch._C.Generator, torch.Generator) and not isinstance(3, torch.Generator)
+    a = torch.randn(5, device="cuda", generator=made[0].manual_seed(3))
+    b = torch.randn(5, device="cuda", generator=torch.Generator("cuda").manual_seed(3))
+    assert a.device == DEVX0 and torch.equal(a, b)
+    assert not torch.equal(a, torch.randn(5, device="cuda", generator=made[0]))
+    with pytest.raises(RuntimeError, match="invalid device index 7"):
+        torch.Generator("cuda:7")
+
+    @torch.jit.script
+    def fill_uniform(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+        return x.uniform_(generator=g)
+
+    drawn = fill_uniform(torch.empty(4, device="cuda"), torch.Generator("cuda").manual_seed(5))
+    assert drawn.device == DEVX0
+    assert torch.equal(drawn, torch.empty(4, device="cuda").uniform_(generator=torch.Generator("cuda").manual_seed(5)))
+
+    @torch.compile(backend="eager", fullgraph=False)
+    def noisy(x: torch.Tensor) -> torch.Tensor:
+        return x + torch.rand(4, generator=torch.Generator().manual_seed(1))
+
+    assert torch.equal(noisy(torch.zeros(4)), torch.rand(4, generator=torch.Generator().manual_seed(1)))
+
+
 @needs_cuda_alias()
 def test_streams_and_events_made_for_cuda_are_devx_ones():
     stream = torch.Stream(device="cuda")

@@ -227,6 +227,7 @@ def test_disable_enable_round_trip():
         "Tensor.type": torch.Tensor.type,
         "cuda.FloatTensor": torch.cuda.FloatTensor,
         "_C._cuda_setStream": torch._C._cuda_setStream,
+        "Generator": torch.Generator,
     }
     assert cuda_mock.enabled()
     cuda_mock.disable()
@@ -236,6 +237,7 @@ def test_disable_enable_round_trip():
     assert type(torch.zeros).__name__ == "builtin_function_or_method"
     assert not hasattr(torch.nn.Module.to, "__wrapped__")
     assert torch.Tensor.type is torch._C.TensorBase.type
+    assert torch.Generator is torch._C.Generator
     assert torch.cuda.FloatTensor in torch._tensor_classes  # PyTorch's own class again
     assert torch.backends.cuda.is_built() or not hasattr(torch._C, "_cuda_setStream")
     assert not torch.cuda.is_available()
@@ -258,6 +260,7 @@ def test_disable_enable_round_trip():
     assert torch.cuda.is_available is mocked["cuda.is_available"]
     assert torch.Tensor.type is mocked["Tensor.type"]
     assert torch.cuda.FloatTensor is mocked["cuda.FloatTensor"]
+    assert torch.Generator is mocked["Generator"] and torch.Generator is not torch._C.Generator
     assert torch._C._cuda_setStream is mocked["_C._cuda_setStream"]
     assert torch.ones(1).cuda().device == DEVX0
 

@@ -279,6 +279,31 @@ def _is_cuda(original: property) -> property:
     return property(lambda self: is_devx(self) or original.__get__(self))
 
 
+def _generator_class(original: type) -> type:
+    """torch.Generator with "cuda" meaning devx. torch makes a CUDA generator through its CUDA
+    hooks, which `import torch` fixes (a CPU build's raise), so nothing below Python can take
+    "cuda" here. The class only maps the device: what it makes is torch's own Generator, and
+    isinstance/issubclass answer as for torch's, so TorchScript (which compares an annotation with
+    `torch.Generator` when scripting), dynamo (which tests `type(g) is torch._C.Generator`) and
+    C++ argument parsing see what they expect."""
+
+    class _GeneratorMeta(type(original)):  # type: ignore[misc]
+        def __instancecheck__(cls, obj: Any) -> bool:
+            return isinstance(obj, original)
+
+        def __subclasscheck__(cls, sub: type) -> bool:
+            return issubclass(sub, original)
+
+    class Generator(original, metaclass=_GeneratorMeta):  # type: ignore[misc, valid-type]
+        def __new__(cls, device: Any = "cpu") -> Any:
+            return original(map_device(device))
+
+    Generator.__module__ = original.__module__
+    Generator.__name__ = Generator.__qualname__ = original.__name__
+    Generator.__doc__ = original.__doc__
+    return Generator
+
+
 # Wrappers are made once, so that disable() then enable() puts back the very same objects.
 _wrappers: dict[tuple[int, str], Any] = {}
 
@@ -319,6 +344,7 @@ def enable() -> None:
         for name in _TENSOR_NEW:
             _patch(torch.Tensor, name, _device_kwarg)
     _patch(torch, "set_default_device", _device_first)
+    _patch(torch, "Generator", _generator_class)
     _patch(torch, "load", _load)
     _patch(torch.autocast, "__init__", _autocast_init)
     for name in _AUTOCAST_STATE:
