@@ -40,16 +40,32 @@ std::string utf8(PyObject* text) {
 struct CodeInfo {
   bool library;
   std::string file;
+  // Line by instruction offset, for the offsets seen so far: Python finds a line by walking the
+  // code object's line table from its start (~6,000 instructions in a long function or a
+  // script's body), and ops issued in a loop come from the same few offsets again and again.
+  std::unordered_map<int, int> lines;
 };
 
-const CodeInfo& code_info(PyCodeObject* code) {
+CodeInfo& code_info(PyCodeObject* code) {
   static auto* cache = new std::unordered_map<PyCodeObject*, CodeInfo>();  // leaked: used during teardown
   auto it = cache->find(code);
   if (it != cache->end()) return it->second;
   std::string file = utf8(code->co_filename);
   const bool library = is_library_file(file);
   Py_INCREF(code);
-  return cache->emplace(code, CodeInfo{library, std::move(file)}).first->second;
+  return cache->emplace(code, CodeInfo{library, std::move(file), {}}).first->second;
+}
+
+int line_of(PyFrameObject* frame, CodeInfo& info) {
+#if PY_VERSION_HEX >= 0x030B0000
+  const int offset = PyFrame_GetLasti(frame);
+  auto it = info.lines.find(offset);
+  if (it != info.lines.end()) return it->second;
+  return info.lines.emplace(offset, PyFrame_GetLineNumber(frame)).first->second;
+#else
+  (void)info;
+  return PyFrame_GetLineNumber(frame);
+#endif
 }
 
 // Holds the GIL for its scope.
@@ -87,9 +103,9 @@ PythonSite python_site() {
   PythonSite site;
   while (frame && site.file == nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    const CodeInfo& info = code_info(code);
+    CodeInfo& info = code_info(code);
     Py_DECREF(code);
-    if (!info.library) site = {&info.file, PyFrame_GetLineNumber(frame)};
+    if (!info.library) site = {&info.file, line_of(frame, info)};
     PyFrameObject* back = PyFrame_GetBack(frame);
     Py_DECREF(frame);
     frame = back;
