@@ -543,8 +543,7 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
     map_tensors(v, snapshot);
     work.push_back(std::move(v));
   }
-  std::vector<c10::IValue> targets;
-  targets.reserve(fresh_index.size());
+  c10::SmallVector<c10::IValue, 2> targets;
   for (size_t r : fresh_index) {
     c10::IValue v = results[r];
     map_tensors(v, snapshot);
@@ -555,8 +554,7 @@ bool try_issue(const c10::OperatorHandle& op, const Plan& plan, torch::jit::Stac
   const DevxStream stream = getCurrentDevxStream(device);
   if (plan.draws) note_issued_draw(device, stream.id());
   launch_host_work(stream, [op, work = std::move(work), targets = std::move(targets),
-                            fresh_index = std::vector<size_t>(fresh_index.begin(), fresh_index.end()), stream,
-                            site = python_site()]() mutable {
+                            fresh_index = std::move(fresh_index), stream, site = python_site()]() mutable {
     WorkerScope scope(stream);
     try {
       op.redispatchBoxed(kDevxKeys, &work);

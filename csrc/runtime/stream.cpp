@@ -67,16 +67,6 @@ thread_local std::vector<c10::StreamId> t_current_streams;
 
 thread_local bool t_on_stream_work = false;
 
-void run_host_work(void* work) {
-  std::unique_ptr<std::function<void()>> owned(static_cast<std::function<void()>*>(work));
-  // Restored however the work ends: the vendor reports a throw, and the thread runs more work.
-  struct Mark {
-    bool before = std::exchange(t_on_stream_work, true);
-    ~Mark() { t_on_stream_work = before; }
-  } mark;
-  (*owned)();
-}
-
 }  // namespace
 
 DevxStream::DevxStream(c10::Stream stream) : stream_(stream) {
@@ -159,10 +149,18 @@ bool on_stream_work() {
   return t_on_stream_work;
 }
 
-void launch_host_work(const DevxStream& stream, std::function<void()> work) {
-  auto owned = std::make_unique<std::function<void()>>(std::move(work));
-  DEVX_VENDOR_CHECK(g_vendor->launch_host_func(stream.handle(), &run_host_work, owned.get()));
-  owned.release();
+namespace detail {
+
+// Restored however the work ends: the vendor reports a throw, and the thread runs more work.
+StreamWorkScope::StreamWorkScope() : before_(std::exchange(t_on_stream_work, true)) {}
+StreamWorkScope::~StreamWorkScope() {
+  t_on_stream_work = before_;
 }
+
+void launch_host_call(const DevxStream& stream, void (*call)(void*), void* arg) {
+  DEVX_VENDOR_CHECK(g_vendor->launch_host_func(stream.handle(), call, arg));
+}
+
+}  // namespace detail
 
 }  // namespace devx
