@@ -55,16 +55,52 @@ TEST_F(BlockPoolTest, FreedBlocksMergeAndTheSegmentGoesBackWhole) {
   void* base = a->ptr;
   blocks_.free(a);
   blocks_.free(b);
-  // Merged: a request of the whole segment is served from the cache, at its start.
-  Block* whole = blocks_.allocate(kMiB, kMiB, 0);
-  EXPECT_EQ(whole->ptr, base);
-  EXPECT_EQ(mallocs(), 1);
-  blocks_.free(whole);
+  // Described, the cache is one free block: the whole segment, at its start.
+  std::vector<const Block*> heads = blocks_.segment_heads({});
+  ASSERT_EQ(heads.size(), 1u);
+  EXPECT_EQ(heads[0]->ptr, base);
+  EXPECT_EQ(heads[0]->size, 2 * kMiB);
+  EXPECT_EQ(heads[0]->next, nullptr);
   std::vector<Block*> segments = blocks_.detach_free_segments();
   EXPECT_EQ(segments.size(), 1u);
   blocks_.free_segments(segments);
+  EXPECT_EQ(mallocs(), 1);
   EXPECT_EQ(frees(), 1);
   EXPECT_EQ(blocks_.stats().reserved_bytes[kAggregate].current, 0);
+}
+
+TEST_F(BlockPoolTest, AFreedSmallBlockServesTheNextRequestOfItsSize) {
+  Block* a = blocks_.allocate(1024, 1000, 0);
+  Block* b = blocks_.allocate(1024, 1000, 0);
+  void* freed = a->ptr;
+  blocks_.free(a);
+  Block* other_size = blocks_.allocate(512, 512, 0);
+  EXPECT_NE(other_size->ptr, freed);  // kept whole for its size, not split
+  Block* other_stream = blocks_.allocate(1024, 1024, 1);
+  EXPECT_NE(other_stream->ptr, freed);
+  Block* again = blocks_.allocate(1024, 1024, 0);
+  EXPECT_EQ(again->ptr, freed);
+  EXPECT_EQ(blocks_.stats().allocated_bytes[kAggregate].current, 3 * 1024 + 512);
+  EXPECT_EQ(blocks_.stats().requested_bytes[kAggregate].current, 1000 + 512 + 1024 + 1024);
+  for (Block* block : {b, other_size, other_stream, again}) blocks_.free(block);
+}
+
+TEST_F(BlockPoolTest, RecentBlocksMergeBeforeASegmentIsAskedFor) {
+  // A segment of 32 blocks of 64 KiB; four freed first stay whole in their size's recent list and
+  // cut the others, freed after them, into runs of at most 512 KiB.
+  std::vector<Block*> parts;
+  for (int i = 0; i < 32; ++i) parts.push_back(blocks_.allocate(64 << 10, 64 << 10, 0));
+  EXPECT_EQ(mallocs(), 1);
+  void* base = parts[0]->ptr;
+  for (int i : {8, 16, 24, 30}) blocks_.free(parts[i]);
+  for (int i = 0; i < 32; ++i) {
+    if (i != 8 && i != 16 && i != 24 && i != 30) blocks_.free(parts[i]);
+  }
+  // No run holds 1 MiB until the recent blocks merge: they do, and no segment is asked for.
+  Block* big = blocks_.allocate(kMiB, kMiB, 0);
+  EXPECT_EQ(big->ptr, base);
+  EXPECT_EQ(mallocs(), 1);
+  blocks_.free(big);
 }
 
 TEST_F(BlockPoolTest, AllocatedBlocksKeepTheirSegment) {
