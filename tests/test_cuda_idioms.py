@@ -272,8 +272,17 @@ else:
     raise AssertionError("the default backend compiled a graph it traced as CUDA")
 assert torch.compile(nn.Linear(2, 2).cuda(), backend="eager")(torch.ones(1, 2, device="cuda")).shape == (1, 2)
 
+# torch._refs under TorchRefsMode(strict=True) reads the device through the reported getter.
+from torch._prims.context import TorchRefsMode
+from torch._prims_common import torch_function_passthrough
+with TorchRefsMode(strict=True):
+    assert x.device == torch.device("cuda", 0)
+    doubled = torch._refs.add(x, x)
+assert real_device(doubled).type == "devx" and doubled.tolist() == [2.0, 2.0]
+
 torch_devx.cuda_mock.disable()
 assert x.device == torch.device("devx", 0)
+assert not any(getattr(f, "__self__", None).__class__ is property for f in torch_function_passthrough)
 print("OK")
 """
 

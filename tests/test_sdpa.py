@@ -62,6 +62,23 @@ def test_the_common_case_takes_the_fused_route():
     assert FLASH_CPU in cpu_ops and FUSED_DEVX in devx_ops and MATH not in devx_ops
 
 
+def test_a_mask_that_requires_grad_gets_the_cpus_gradient():
+    """The CPU leaves its flash kernel, which gives a mask no gradient, for the math path when the
+    mask requires grad; devx decides the same (its choice runs on aliases, which require no grad)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 8, 16, requires_grad=True) for _ in range(3))
+    mask = torch.randn(2, 4, 8, 8, requires_grad=True)
+    qd, kd, vd, maskd = (t.detach().to("devx").requires_grad_() for t in (q, k, v, mask))
+    cpu_out, cpu_ops = ops_run(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    devx_out, devx_ops = ops_run(lambda: F.scaled_dot_product_attention(qd, kd, vd, attn_mask=maskd))
+    assert MATH in cpu_ops and MATH in devx_ops and FUSED_DEVX not in devx_ops
+    cpu_out.sum().backward()
+    devx_out.sum().backward()
+    assert torch.equal(cpu_out, devx_out.cpu())
+    for c, d in zip((q, k, v, mask), (qd, kd, vd, maskd)):
+        assert torch.equal(c.grad, d.grad.cpu())
+
+
 def test_bfloat16_and_dropout():
     cpu_out, devx_out, *_ = run_both([(1, 2, 8, 16)] * 3, dtype=torch.bfloat16)
     assert torch.equal(cpu_out, devx_out)

@@ -27,6 +27,12 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   if (vendor().compute_device_type != static_cast<int>(c10::DeviceType::CPU)) {
     return static_cast<int64_t>(sdp::SDPBackend::math);
   }
+  // The CPU refuses its flash kernel for a mask that requires grad (the kernel gives the mask no
+  // gradient). The operator below runs on aliases, which do not require grad, so that part of
+  // the CPU's decision is made here.
+  if (attn_mask.has_value() && attn_mask->defined() && attn_mask->requires_grad()) {
+    return static_cast<int64_t>(sdp::SDPBackend::math);
+  }
   // The CPU's choice, made by its own kernel of the operator (run on devx memory).
   const int64_t cpu_choice = at::_fused_sdp_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   return static_cast<int64_t>(cpu_choice == static_cast<int64_t>(sdp::SDPBackend::flash_attention)

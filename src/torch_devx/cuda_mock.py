@@ -270,6 +270,17 @@ def _device_as_cuda(original: Any) -> property:
     return property(device, doc="The tensor's device; a devx one reported as cuda (DEVX_DEVICE_AS_CUDA=1).")
 
 
+def _pass_through_torch_refs(getter: Any) -> None:
+    """TorchRefsMode(strict=True) lets through only the functions in torch_function_passthrough,
+    which holds torch's own `Tensor.device` getter: devx's property getter joins it."""
+    import torch._prims_common as prims_common
+
+    passthrough = prims_common.torch_function_passthrough
+    if getter not in passthrough:
+        _effects.apply(_GROUP, "torch._prims_common.torch_function_passthrough: devx's Tensor.device getter",
+                       lambda: passthrough.add(getter), lambda: passthrough.discard(getter))
+
+
 def device_as_cuda_requested() -> bool:
     """DEVX_DEVICE_AS_CUDA (DIPU's DIPU_PYTHON_DEVICE_AS_CUDA accepted): report devx tensors' device as cuda."""
     return _environ.flag("DEVX_DEVICE_AS_CUDA", synonym="DIPU_PYTHON_DEVICE_AS_CUDA")
@@ -364,6 +375,7 @@ def enable() -> None:
     _patch(torch.Tensor, "type", _tensor_type)
     if device_as_cuda_requested():
         _patch(torch.Tensor, "device", _device_as_cuda)
+        _pass_through_torch_refs(torch.Tensor.device.__get__)
     for name, cls in legacy_types.TYPES.items():
         _patch(torch.cuda, name, lambda original, cls=cls: cls)
     for name, binding in _cuda_c_api.BINDINGS.items():
