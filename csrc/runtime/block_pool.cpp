@@ -67,7 +67,7 @@ AllocatorSettings read_allocator_settings() {
 Block* DeviceBlocks::allocate(size_t size, size_t requested, int64_t stream) {
   const bool small = size <= kSmallSize;
   if (C10_UNLIKELY(!pending_.empty())) process_pending();
-  Block* block = small && size <= kRecentMax ? take_recent(size, stream) : nullptr;
+  Block* block = size <= kRecentMax ? take_recent(size, stream) : nullptr;  // recent sizes are small
   if (!block) {
     block = take_free(size, small, stream);
     if (!block && recent_count_ > 0) {
