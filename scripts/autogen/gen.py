@@ -406,7 +406,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", required=True)
     parser.add_argument("--include-out", required=True, help="where the installed devx_kernels.h goes")
-    parser.add_argument("--shards", type=int, default=6)
+    parser.add_argument("--shards", type=int, default=3)
     parser.add_argument("--table", default=os.path.join(HERE, "ops.yaml"))
     args = parser.parse_args()
 

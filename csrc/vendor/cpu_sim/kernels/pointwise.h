@@ -7,9 +7,11 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -112,6 +114,28 @@ template <size_t N>
   return DEVX_OK;
 }
 
+// The element function of a pointwise kernel, its type erased: the loop around it (operands,
+// threads, strides, staging) is compiled once per signature <O, In...>, not once per kernel. Every
+// kernel's function is a lambda capturing a few scalars, copied into the inline bytes; one that
+// is not trivially copyable (it holds a shared flag) is kept on the heap.
+struct ErasedFn {
+  static constexpr size_t kInline = 48;
+  alignas(16) unsigned char bytes[kInline];
+  std::shared_ptr<const void> held;
+
+  template <typename F>
+  static ErasedFn of(const F& f) {
+    ErasedFn e;
+    if constexpr (std::is_trivially_copyable_v<F> && sizeof(F) <= kInline && alignof(F) <= 16) {
+      ::new (static_cast<void*>(e.bytes)) F(f);
+    } else {
+      e.held = std::make_shared<const F>(f);
+    }
+    return e;
+  }
+  const void* get() const { return held ? held.get() : static_cast<const void*>(bytes); }
+};
+
 // out = f(ins...): input k is read as In_k and handed to f in opmath_t<In_k>; f's result is
 // stored as O. Inputs broadcast to out's shape; any strides; inputs of other dtypes than In_k
 // (and an output of another dtype than O) are converted through In_k (and O).
@@ -119,32 +143,39 @@ template <typename O, typename... In>
 struct Pointwise {
   static constexpr size_t N = sizeof...(In);
   using Ins = std::array<const DevxTensor*, N>;
+  // f over `len` contiguous values; `fn` is the erased f.
+  using Row = void (*)(const void* fn, int64_t len, O* out, const In*... in);
 
   // The work computing out, to be launched; left empty when out has no elements.
   template <typename F>
-  static DevxStatus prepare(const Ins& ins, DevxTensor* out, F f, std::function<void()>* work) {
+  static DevxStatus prepare(const Ins& ins, DevxTensor* out, const F& f, std::function<void()>* work) {
     *work = nullptr;
-    return with_work(ins, out, std::move(f), [&](auto&& w) {
-      *work = std::move(w);
-      return DEVX_OK;
-    });
+    Work w;
+    if (DevxStatus status = take_operands<N>(ins, out, {is_complex_v<In>...}, &w.ops)) return status;
+    if (!w.ops) return DEVX_OK;
+    w.fn = ErasedFn::of(f);
+    w.row = &row<F>;
+    *work = std::move(w);
+    return DEVX_OK;
   }
 
   template <typename F>
-  static DevxStatus launch_on(DevxKernelContext* ctx, const Ins& ins, DevxTensor* out, F f) {
-    return with_work(ins, out, std::move(f), [&](auto&& w) { return launch(ctx, std::move(w)); });
+  static DevxStatus launch_on(DevxKernelContext* ctx, const Ins& ins, DevxTensor* out, const F& f) {
+    Work w;
+    if (DevxStatus status = take_operands<N>(ins, out, {is_complex_v<In>...}, &w.ops)) return status;
+    if (!w.ops) return DEVX_OK;
+    w.fn = ErasedFn::of(f);
+    w.row = &row<F>;
+    return launch(ctx, std::move(w));
   }
 
  private:
-  // Checks the operands and returns then(work computing out); DEVX_OK without calling `then`
-  // when out has no elements.
-  template <typename F, typename Then>
-  static DevxStatus with_work(const Ins& ins, DevxTensor* out, F f, Then then) {
+  struct Work {
     std::shared_ptr<const Operands<N>> ops;
-    if (DevxStatus status = take_operands<N>(ins, out, {is_complex_v<In>...}, &ops)) return status;
-    if (!ops) return DEVX_OK;
-    return then([ops, f] { run(*ops, f, std::make_index_sequence<N>{}); });
-  }
+    ErasedFn fn;
+    Row row = nullptr;
+    void operator()() const { run(*ops, fn.get(), row, std::make_index_sequence<N>{}); }
+  };
 
   // A single value of another dtype (a Python number, a 0-dim tensor) converted to In once, so
   // that the typed loop serves `x * 0.5` too.
@@ -157,17 +188,17 @@ struct Pointwise {
     *dtype = type_dtype<V>();
   }
 
-  // f over `len` contiguous values: the one element loop a kernel instantiates, written with
-  // unit strides so that the compiler vectorises it. Every other layout is staged through
-  // buffers rather than given loops of its own (one per kernel and dtype, which the build paid
-  // for in minutes).
+  // The one element loop a kernel instantiates, written with unit strides so that the compiler
+  // vectorises it. Every other layout is staged through buffers rather than given loops of its
+  // own (one per kernel and dtype, which the build paid for in minutes).
   template <typename F>
-  [[gnu::noinline]] static void row(const F& f, int64_t len, O* out, const In*... in) {
+  [[gnu::noinline]] static void row(const void* fn, int64_t len, O* out, const In*... in) {
+    const F& f = *std::launder(static_cast<const F*>(fn));
     for (int64_t i = 0; i < len; ++i) out[i] = convert<O>(f(convert<opmath_t<In>>(in[i])...));
   }
 
-  template <typename F, size_t... I>
-  static void run(const Operands<N>& ops, const F& f, std::index_sequence<I...>) {
+  template <size_t... I>
+  [[gnu::noinline]] static void run(const Operands<N>& ops, const void* fn, Row row_fn, std::index_sequence<I...>) {
     const Tensor& o = ops.out;
     const std::array<Tensor, N>& in = ops.in;
     // (Unused by a fill, which has no inputs.)
@@ -180,7 +211,7 @@ struct Pointwise {
       ops.loop.run(begin, end, [&](const std::array<int64_t, N + 1>& off, int64_t len,
                                    const std::array<int64_t, N + 1>& st) {
         if (typed_out && st[0] == 1 && ((dtype[I] == type_dtype<In>() && st[I + 1] == 1) && ...)) {
-          row(f, len, o.ptr<O>() + off[0], reinterpret_cast<const In*>(data[I]) + off[I + 1]...);
+          row_fn(fn, len, o.ptr<O>() + off[0], reinterpret_cast<const In*>(data[I]) + off[I + 1]...);
           return;
         }
         // As ATen's TensorIterator: inputs cast to their compute type, the result cast to out's.
@@ -189,8 +220,8 @@ struct Pointwise {
         for (int64_t c = 0; c < len; c += kStage) {
           const int64_t m = std::min<int64_t>(kStage, len - c);
           O* dst = typed_out && st[0] == 1 ? o.ptr<O>() + off[0] + c : result.data();
-          row(f, m, dst,
-              stage<In>(data[I], dtype[I], off[I + 1] + c * st[I + 1], st[I + 1], m, std::get<I>(staged).data())...);
+          row_fn(fn, m, dst,
+                 stage<In>(data[I], dtype[I], off[I + 1] + c * st[I + 1], st[I + 1], m, std::get<I>(staged).data())...);
           if (dst == result.data()) unstage<O>(result.data(), m, o.data, o.dtype, off[0] + c * st[0], st[0]);
         }
       });

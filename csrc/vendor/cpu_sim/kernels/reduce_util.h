@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/elementwise.h"
@@ -144,6 +145,30 @@ inline void visit_reduced(const Loop<1>& inner, int64_t begin, int64_t end, Visi
 // No row function: run_reduction steps element by element.
 struct NoRow {};
 
+// The parts of a reduction that depend on its kernel and dtype, their types erased: the driver
+// (loops, threads, blocks of outputs, chunks of a long reduction) is compiled once per number of
+// outputs, not once per kernel and dtype, which cost the build minutes. `self` is the typed
+// parts; an accumulator is `acc_size` bytes, trivially copyable.
+struct ReduceFns {
+  static constexpr size_t kMaxAcc = 64;
+  const void* self = nullptr;
+  size_t acc_size = 0;
+  const void* init = nullptr;
+  // n steps over the elements off, off + st, ..., whose indices start at `index`.
+  void (*fold)(const void* self, void* acc, int64_t off, int64_t st, int64_t n, int64_t index) = nullptr;
+  // The same where the index does not matter (may reorder the fold); NULL: use fold.
+  void (*fold_row)(const void* self, void* acc, int64_t off, int64_t st, int64_t n) = nullptr;
+  // One step each of the nb accumulators accs[b] over element off + b, all at `index`.
+  void (*step_block)(const void* self, void* accs, int64_t nb, int64_t off, int64_t index) = nullptr;
+  void (*combine)(const void* self, void* acc, const void* later) = nullptr;
+  void (*store)(const void* self, const int64_t* outs, const void* acc) = nullptr;
+};
+
+template <size_t NO>
+void run_reduction_fns(const Reduction<NO>& r, const ReduceFns& fns);
+extern template void run_reduction_fns<1>(const Reduction<1>&, const ReduceFns&);
+extern template void run_reduction_fns<2>(const Reduction<2>&, const ReduceFns&);
+
 // Reduces every output: acc starts as `init`, takes step(acc, input offset, index) for each reduced
 // element in order, and store(output offsets, acc) writes it. Few outputs over many elements
 // are split into chunks whose accumulators merge in order with combine(acc, later_acc).
@@ -151,71 +176,43 @@ struct NoRow {};
 // (a fold whose index does not matter can unroll it).
 template <size_t NO, typename Acc, typename Step, typename Combine, typename Store, typename Row = NoRow>
 void run_reduction(const Reduction<NO>& r, const Acc& init, Step step, Combine combine, Store store, Row row = {}) {
-  if (r.n_out == 0) return;
-  using Offsets = std::array<int64_t, NO + 1>;
-  auto outs_of = [](const Offsets& o, int64_t i, const Offsets& st) {
-    std::array<int64_t, NO> out;
-    for (size_t k = 0; k < NO; ++k) out[k] = o[k] + i * st[k];
-    return out;
+  static_assert(std::is_trivially_copyable_v<Acc> && sizeof(Acc) <= ReduceFns::kMaxAcc && alignof(Acc) <= 16,
+                "run_reduction keeps accumulators as bytes");
+  struct Parts {
+    const Step& step;
+    const Combine& combine;
+    const Store& store;
+    const Row& row;
   };
-  auto fold = [&](Acc& acc, int64_t base, int64_t begin, int64_t end) {
-    if constexpr (!std::is_same_v<Row, NoRow>) {
-      if (r.inner.shape.size() == 1) {
-        const int64_t st = r.inner.strides[0][0];
-        row(acc, base + begin * st, st, end - begin);
-        return;
-      }
-    }
-    visit_reduced(r.inner, begin, end, [&](int64_t off, int64_t index) { step(acc, base + off, index); });
+  const Parts parts{step, combine, store, row};
+  ReduceFns fns;
+  fns.self = &parts;
+  fns.acc_size = sizeof(Acc);
+  fns.init = &init;
+  fns.fold = [](const void* self, void* acc, int64_t off, int64_t st, int64_t n, int64_t index) {
+    const Parts& p = *static_cast<const Parts*>(self);
+    Acc& a = *static_cast<Acc*>(acc);
+    for (int64_t i = 0; i < n; ++i) p.step(a, off + i * st, index + i);
   };
-  const int threads = num_threads();
-  if (r.n_out >= threads || r.n_red < 2 * kGrain) {
-    // Where neighbouring outputs read neighbouring inputs and the reduced elements lie apart,
-    // a block of outputs advances through the reduced elements together, reading memory in order.
-    const int64_t in_stride = r.outer.strides.back()[NO];
-    const bool blocked = r.outer.shape.back() > 1 && in_stride == 1 && r.inner.strides.back()[0] != 1 && r.n_red > 1;
-    constexpr int64_t kBlock = 64;
-    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, r.n_red));
-    parallel_for(r.n_out, grain, [&](int64_t begin, int64_t end) {
-      r.outer.run(begin, end, [&](const Offsets& off, int64_t len, const Offsets& st) {
-        if (!blocked) {
-          for (int64_t i = 0; i < len; ++i) {
-            Acc acc = init;
-            fold(acc, off[NO] + i * st[NO], 0, r.n_red);
-            store(outs_of(off, i, st), acc);
-          }
-          return;
-        }
-        std::array<Acc, kBlock> acc;
-        for (int64_t b0 = 0; b0 < len; b0 += kBlock) {
-          const int64_t nb = std::min(kBlock, len - b0);
-          const int64_t base = off[NO] + b0 * st[NO];
-          std::fill(acc.begin(), acc.begin() + nb, init);
-          visit_reduced(r.inner, 0, r.n_red, [&](int64_t roff, int64_t index) {
-            for (int64_t b = 0; b < nb; ++b) step(acc[b], base + b + roff, index);
-          });
-          for (int64_t b = 0; b < nb; ++b) store(outs_of(off, b0 + b, st), acc[b]);
-        }
-      });
-    });
-    return;
+  if constexpr (!std::is_same_v<Row, NoRow>) {
+    fns.fold_row = [](const void* self, void* acc, int64_t off, int64_t st, int64_t n) {
+      static_cast<const Parts*>(self)->row(*static_cast<Acc*>(acc), off, st, n);
+    };
   }
-  const int64_t chunks = std::min<int64_t>(threads, (r.n_red + kGrain - 1) / kGrain);
-  const int64_t chunk = (r.n_red + chunks - 1) / chunks;
-  r.outer.run(0, r.n_out, [&](const Offsets& off, int64_t len, const Offsets& st) {
-    for (int64_t i = 0; i < len; ++i) {
-      // Not std::vector: vector<bool> has no bool& to hand out.
-      std::unique_ptr<Acc[]> partial(new Acc[static_cast<size_t>(chunks)]);
-      std::fill(partial.get(), partial.get() + chunks, init);
-      const int64_t base = off[NO] + i * st[NO];
-      parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
-        for (int64_t c = cb; c < ce; ++c) fold(partial[c], base, c * chunk, std::min(r.n_red, (c + 1) * chunk));
-      });
-      Acc acc = partial[0];
-      for (int64_t c = 1; c < chunks; ++c) combine(acc, partial[c]);
-      store(outs_of(off, i, st), acc);
-    }
-  });
+  fns.step_block = [](const void* self, void* accs, int64_t nb, int64_t off, int64_t index) {
+    const Parts& p = *static_cast<const Parts*>(self);
+    Acc* a = static_cast<Acc*>(accs);
+    for (int64_t b = 0; b < nb; ++b) p.step(a[b], off + b, index);
+  };
+  fns.combine = [](const void* self, void* acc, const void* later) {
+    static_cast<const Parts*>(self)->combine(*static_cast<Acc*>(acc), *static_cast<const Acc*>(later));
+  };
+  fns.store = [](const void* self, const int64_t* outs, const void* acc) {
+    std::array<int64_t, NO> o;
+    std::copy(outs, outs + NO, o.begin());
+    static_cast<const Parts*>(self)->store(o, *static_cast<const Acc*>(acc));
+  };
+  run_reduction_fns<NO>(r, fns);
 }
 
 // Folds step(acc, offsets) over all elements of `loop` (N operands), in parallel chunks whose
