@@ -400,7 +400,7 @@ void leave_device_work() {
   close_opened_locked();
 }
 
-size_t take(DevxHostAccess* out, size_t capacity, uint64_t* dropped) {
+size_t take_accesses(DevxHostAccess* out, size_t capacity, uint64_t* dropped) {
   g_notify_scheduled.store(false);
   std::lock_guard<std::mutex> lock(g_mutex);
   std::vector<std::pair<uint64_t, Slot*>> ready;
@@ -431,7 +431,7 @@ const DevxHostAccessApi kApi = {
     .open = open_range,
     .enter_device_work = enter_device_work,
     .leave_device_work = leave_device_work,
-    .take = take,
+    .take = take_accesses,
     .set_notifier = set_notifier,
 };
 

@@ -121,7 +121,7 @@ bool truthy(M x) {
 // logical_and / logical_or: each input's truth in its own dtype (a shared one when they differ:
 // double, or complex128 if either is complex), the result in out's dtype (bool unless out=).
 template <bool And>
-DevxStatus logical_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxTensor* other, DevxTensor* out) {
+DevxStatus logical_binary_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxTensor* other, DevxTensor* out) {
   if (!self || !other || !out) return invalid("logical: NULL tensor");
   DevxDType in = self->dtype;
   if (other->dtype != in) in = is_complex(in) || is_complex(other->dtype) ? DEVX_COMPLEX128 : DEVX_FLOAT64;
@@ -142,8 +142,8 @@ DEVX_SIM_REGISTER_KERNEL(maximum_out, maximum_out);
 DEVX_SIM_REGISTER_KERNEL(minimum_out, minimum_out);
 DEVX_SIM_REGISTER_KERNEL(bitwise_and_Tensor_out, bitwise_and_out);
 DEVX_SIM_REGISTER_KERNEL(bitwise_or_Tensor_out, bitwise_or_out);
-DEVX_SIM_REGISTER_KERNEL(logical_and_out, logical_out<true>);
-DEVX_SIM_REGISTER_KERNEL(logical_or_out, logical_out<false>);
+DEVX_SIM_REGISTER_KERNEL(logical_and_out, logical_binary_out<true>);
+DEVX_SIM_REGISTER_KERNEL(logical_or_out, logical_binary_out<false>);
 
 }  // namespace
 }  // namespace devx::cpu_sim::kern

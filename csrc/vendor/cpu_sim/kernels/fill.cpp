@@ -27,7 +27,7 @@ const char* aten_type_name(DevxDType dtype) {
 }
 
 template <typename T>
-double finite_max() {
+double fill_finite_max() {
   if constexpr (std::is_same_v<T, Half>) {
     return 65504.0;
   } else if constexpr (std::is_same_v<T, BFloat16>) {
@@ -50,7 +50,7 @@ bool overflows(const DevxScalar* s) {
   } else {
     if (s->kind == DEVX_SCALAR_COMPLEX && s->imag != 0) return true;
     if (s->kind == DEVX_SCALAR_BOOL) return false;
-    const double max = finite_max<T>();
+    const double max = fill_finite_max<T>();
     if constexpr (std::is_integral_v<T>) {
       const double min = static_cast<double>(std::numeric_limits<T>::lowest());
       if (s->kind == DEVX_SCALAR_INT) {

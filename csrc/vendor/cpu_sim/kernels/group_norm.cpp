@@ -34,7 +34,7 @@ DevxStatus check_groups(const char* op, const DevxTensor* input, const Groups& d
   return DEVX_OK;
 }
 
-DevxStatus check_param(const char* op, const DevxTensor* t, int64_t size, const char* what) {
+DevxStatus check_group_norm_param(const char* op, const DevxTensor* t, int64_t size, const char* what) {
   if (!t) return DEVX_OK;
   if (!is_floating(t->dtype)) return decline(std::string(op) + ": " + what + " of dtype " + dtype_name(t->dtype));
   if (numel_or_zero(t) != size) {
@@ -99,8 +99,8 @@ DevxStatus native_group_norm_out(DevxKernelContext* ctx, const DevxTensor* input
   if (!is_floating(out0->dtype)) return decline(std::string("group_norm: output of dtype ") + dtype_name(out0->dtype));
   const Groups d{N, C, HxW, group};
   if (DevxStatus s = check_groups("group_norm", input, d)) return s;
-  if (DevxStatus s = check_param("group_norm", weight, C, "weight")) return s;
-  if (DevxStatus s = check_param("group_norm", bias, C, "bias")) return s;
+  if (DevxStatus s = check_group_norm_param("group_norm", weight, C, "weight")) return s;
+  if (DevxStatus s = check_group_norm_param("group_norm", bias, C, "bias")) return s;
   for (const DevxTensor* t : {out1, out2}) {
     if (t && numel_or_zero(t) != N * group) return invalid("group_norm: mean/rstd outputs of a wrong size");
   }
@@ -205,9 +205,9 @@ DevxStatus native_group_norm_backward_out(DevxKernelContext* ctx, const DevxTens
   const Groups d{N, C, HxW, group};
   if (DevxStatus s = check_groups(op, input, d)) return s;
   if (numel_or_zero(grad_out) != N * C * HxW) return invalid("group_norm_backward: grad_out and input differ in size");
-  if (DevxStatus s = check_param(op, mean, N * group, "mean")) return s;
-  if (DevxStatus s = check_param(op, rstd, N * group, "rstd")) return s;
-  if (DevxStatus s = check_param(op, weight, C, "weight")) return s;
+  if (DevxStatus s = check_group_norm_param(op, mean, N * group, "mean")) return s;
+  if (DevxStatus s = check_group_norm_param(op, rstd, N * group, "rstd")) return s;
+  if (DevxStatus s = check_group_norm_param(op, weight, C, "weight")) return s;
   DevxTensor* const outs[3] = {out0, out1, out2};
   bool want[3];
   if (DevxStatus s = norm_util::outputs_wanted("group_norm_backward", output_mask, outs, want)) return s;

@@ -14,7 +14,7 @@ struct IndexDim {
 };
 
 // The checks ATen makes before it runs (shapes, dtypes); the values of the index are read by the work.
-DevxStatus prepare(const char* op, const DevxTensor* self, int64_t dim, const DevxTensor* index,
+DevxStatus prepare_index_dim(const char* op, const DevxTensor* self, int64_t dim, const DevxTensor* index,
                    const DevxTensor* source, DevxTensor* out, bool int32_index, IndexDim* p) {
   if (!self || !index || !out) return invalid(std::string(op) + ": NULL tensor");
   p->self = take(self);
@@ -85,7 +85,7 @@ DevxStatus index_add_out(DevxKernelContext* ctx, const DevxTensor* self, int64_t
                          const DevxTensor* source, const DevxScalar* alpha, DevxTensor* out) {
   if (!source) return invalid("index_add: NULL source");
   IndexDim p;
-  if (DevxStatus s = prepare("index_add", self, dim, index, source, out, true, &p)) return s;
+  if (DevxStatus s = prepare_index_dim("index_add", self, dim, index, source, out, true, &p)) return s;
   return dispatch_in<kNumbers | kBool | kComplex>(p.out.dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
     using M = opmath_t<T>;
@@ -111,7 +111,7 @@ DevxStatus index_copy_out(DevxKernelContext* ctx, const DevxTensor* self, int64_
                           const DevxTensor* source, DevxTensor* out) {
   if (!source) return invalid("index_copy: NULL source");
   IndexDim p;
-  if (DevxStatus s = prepare("index_copy", self, dim, index, source, out, false, &p)) return s;
+  if (DevxStatus s = prepare_index_dim("index_copy", self, dim, index, source, out, false, &p)) return s;
   return launch(ctx, [p] {
     if (p.copy) copy_elements(p.self, p.out);
     const std::vector<int64_t> idx = read_indices(p.index, p.out.size(p.dim), p.dim, false);
@@ -128,7 +128,7 @@ DevxStatus index_copy_out(DevxKernelContext* ctx, const DevxTensor* self, int64_
 DevxStatus index_fill(DevxKernelContext* ctx, const DevxTensor* self, int64_t dim, const DevxTensor* index,
                       const DevxScalar* scalar, const DevxTensor* value, DevxTensor* out) {
   IndexDim p;
-  if (DevxStatus s = prepare("index_fill_", self, dim, index, nullptr, out, false, &p)) return s;
+  if (DevxStatus s = prepare_index_dim("index_fill_", self, dim, index, nullptr, out, false, &p)) return s;
   const Tensor v = take(value);
   if (value && v.ndim() != 0) {
     return invalid("index_fill_ only supports a 0-dimensional value tensor, but got tensor with " +

@@ -19,7 +19,7 @@ using norm_util::read_values;
 using norm_util::write_values;
 
 // Splits `input` into M rows of N values at the normalised dimensions; an error if they differ.
-DevxStatus rows_of(const DevxTensor* input, DevxIntList normalized_shape, int64_t* m, int64_t* n) {
+DevxStatus layer_norm_rows(const DevxTensor* input, DevxIntList normalized_shape, int64_t* m, int64_t* n) {
   const int64_t axis = input->ndim - normalized_shape.len;
   if (normalized_shape.len < 1 || axis < 0) return invalid("layer_norm: normalized_shape does not fit the input");
   *m = 1;
@@ -36,7 +36,7 @@ DevxStatus rows_of(const DevxTensor* input, DevxIntList normalized_shape, int64_
   return DEVX_OK;
 }
 
-DevxStatus check_param(const DevxTensor* t, int64_t n, const char* what) {
+DevxStatus check_layer_norm_param(const DevxTensor* t, int64_t n, const char* what) {
   if (!t) return DEVX_OK;
   if (!is_floating(t->dtype)) return decline(std::string("layer_norm: ") + what + " of dtype " + dtype_name(t->dtype));
   if (numel_or_zero(t) != n) return invalid(std::string("layer_norm: ") + what + " does not match normalized_shape");
@@ -95,9 +95,9 @@ DevxStatus native_layer_norm_out(DevxKernelContext* ctx, const DevxTensor* input
   if (!input || !out0) return invalid("layer_norm: NULL tensor");
   if (!is_floating(out0->dtype)) return decline(std::string("layer_norm: output of dtype ") + dtype_name(out0->dtype));
   int64_t m = 0, n = 0;
-  if (DevxStatus s = rows_of(input, normalized_shape, &m, &n)) return s;
-  if (DevxStatus s = check_param(weight, n, "weight")) return s;
-  if (DevxStatus s = check_param(bias, n, "bias")) return s;
+  if (DevxStatus s = layer_norm_rows(input, normalized_shape, &m, &n)) return s;
+  if (DevxStatus s = check_layer_norm_param(weight, n, "weight")) return s;
+  if (DevxStatus s = check_layer_norm_param(bias, n, "bias")) return s;
   for (const DevxTensor* t : {out1, out2}) {
     if (t && numel_or_zero(t) != m) return invalid("layer_norm: mean/rstd outputs of a wrong size");
   }
@@ -189,13 +189,13 @@ DevxStatus native_layer_norm_backward_out(DevxKernelContext* ctx, const DevxTens
   if (!grad_out || !input || !mean || !rstd) return invalid("layer_norm_backward: NULL tensor");
   if (grad_out->dtype != input->dtype) return decline("layer_norm_backward: grad_out and input of different dtypes");
   int64_t m = 0, n = 0;
-  if (DevxStatus s = rows_of(input, normalized_shape, &m, &n)) return s;
+  if (DevxStatus s = layer_norm_rows(input, normalized_shape, &m, &n)) return s;
   if (numel_or_zero(grad_out) != m * n) return invalid("layer_norm_backward: grad_out and input differ in size");
   if (numel_or_zero(mean) != m || numel_or_zero(rstd) != m) {
     return invalid("layer_norm_backward: mean/rstd of a wrong size");
   }
-  if (DevxStatus s = check_param(weight, n, "weight")) return s;
-  if (DevxStatus s = check_param(bias, n, "bias")) return s;
+  if (DevxStatus s = check_layer_norm_param(weight, n, "weight")) return s;
+  if (DevxStatus s = check_layer_norm_param(bias, n, "bias")) return s;
   if (!is_floating(mean->dtype) || !is_floating(rstd->dtype)) return decline("layer_norm_backward: mean/rstd dtype");
   DevxTensor* const outs[3] = {out0, out1, out2};
   bool want[3];

@@ -14,20 +14,20 @@ namespace {
 using namespace reduce_util;
 
 // The rows along `dim` of `in`, with the output positions of each (keepdim or not).
-struct Rows {
+struct MedianRows {
   Tensor in;
   int dim = 0;
   Reduction<2> r;
 };
 
-DevxStatus rows_of(const std::string& op, const DevxTensor* self, int64_t dim, const std::array<const Tensor*, 2>& outs,
-                   std::optional<Rows>* result) {
+DevxStatus median_rows(const std::string& op, const DevxTensor* self, int64_t dim, const std::array<const Tensor*, 2>& outs,
+                   std::optional<MedianRows>* result) {
   const Tensor in = at_least_1d(take(self));
   if (!wrap_dim(&dim, self->ndim)) return invalid(op + ": dimension out of range");
   DimMask mask(static_cast<size_t>(in.ndim()), false);
   mask[static_cast<size_t>(dim)] = true;
   std::string why;
-  const Rows& rows = result->emplace(Rows{in, static_cast<int>(dim), make_reduction<2>(in, mask, outs, &why)});
+  const MedianRows& rows = result->emplace(MedianRows{in, static_cast<int>(dim), make_reduction<2>(in, mask, outs, &why)});
   if (!why.empty()) return invalid(op + ": " + why);
   if (rows.r.n_red == 0 && rows.r.n_out > 0) {
     return invalid(op + "(): Expected reduction dim " + std::to_string(dim) + " to have non-zero size.");
@@ -37,7 +37,7 @@ DevxStatus rows_of(const std::string& op, const DevxTensor* self, int64_t dim, c
 
 // Runs row(input offset of the row's first element, output offsets) for every row, in parallel.
 template <typename Row>
-void for_rows(const Rows& rows, Row row) {
+void for_rows(const MedianRows& rows, Row row) {
   parallel_for(rows.r.n_out, std::max<int64_t>(1, kGrain / std::max<int64_t>(rows.r.n_red, 1)),
                [&](int64_t begin, int64_t end) {
                  rows.r.outer.run(begin, end, [&](const std::array<int64_t, 3>& off, int64_t n,
@@ -70,9 +70,9 @@ DevxStatus median_dim_values(DevxKernelContext* ctx, const DevxTensor* self, int
   const Tensor v = take(values), ix = take(indices);
   if (v.dtype != self->dtype) return decline("median: values of another dtype than the input");
   if (ix.dtype != DEVX_INT64) return decline("median: indices that are not int64");
-  std::optional<Rows> found;
-  if (DevxStatus s = rows_of("median", self, dim, {&v, &ix}, &found)) return s;
-  const Rows& rows = *found;
+  std::optional<MedianRows> found;
+  if (DevxStatus s = median_rows("median", self, dim, {&v, &ix}, &found)) return s;
+  const MedianRows& rows = *found;
   return dispatch_in<kNumbers>(rows.in.dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
     using M = opmath_t<T>;
@@ -124,9 +124,9 @@ DevxStatus mode_values(DevxKernelContext* ctx, const DevxTensor* self, int64_t d
   const Tensor v = take(values), ix = take(indices);
   if (v.dtype != self->dtype) return decline("mode: values of another dtype than the input");
   if (ix.dtype != DEVX_INT64) return decline("mode: indices that are not int64");
-  std::optional<Rows> found;
-  if (DevxStatus s = rows_of("mode", self, dim, {&v, &ix}, &found)) return s;
-  const Rows& rows = *found;
+  std::optional<MedianRows> found;
+  if (DevxStatus s = median_rows("mode", self, dim, {&v, &ix}, &found)) return s;
+  const MedianRows& rows = *found;
   return dispatch_in<kNumbers | kBool>(rows.in.dtype, [&](auto tag) -> DevxStatus {
     using T = decltype(tag);
     using M = opmath_t<T>;

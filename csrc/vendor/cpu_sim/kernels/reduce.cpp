@@ -90,7 +90,7 @@ DevxStatus prod_out(DevxKernelContext* ctx, const DevxTensor* self, const DevxDT
 
 // all/any of any dtype: a value counts as true when nonzero (NaN included); the output is bool,
 // or uint8 for a uint8 input.
-DevxStatus logical_out(DevxKernelContext* ctx, const std::string& op, const DevxTensor* self, const int64_t* dim,
+DevxStatus logical_reduce_out(DevxKernelContext* ctx, const std::string& op, const DevxTensor* self, const int64_t* dim,
                        DevxTensor* out, bool all) {
   if (!self || !out) return invalid(op + ": NULL tensor");
   const Tensor in = take(self), o = take(out);
@@ -118,16 +118,16 @@ DevxStatus logical_out(DevxKernelContext* ctx, const std::string& op, const Devx
 }
 
 DevxStatus all_all_out(DevxKernelContext* ctx, const DevxTensor* self, DevxTensor* out) {
-  return logical_out(ctx, "all", self, nullptr, out, true);
+  return logical_reduce_out(ctx, "all", self, nullptr, out, true);
 }
 DevxStatus all_dim_out(DevxKernelContext* ctx, const DevxTensor* self, int64_t dim, int, DevxTensor* out) {
-  return logical_out(ctx, "all", self, &dim, out, true);
+  return logical_reduce_out(ctx, "all", self, &dim, out, true);
 }
 DevxStatus any_all_out(DevxKernelContext* ctx, const DevxTensor* self, DevxTensor* out) {
-  return logical_out(ctx, "any", self, nullptr, out, false);
+  return logical_reduce_out(ctx, "any", self, nullptr, out, false);
 }
 DevxStatus any_dim_out(DevxKernelContext* ctx, const DevxTensor* self, int64_t dim, int, DevxTensor* out) {
-  return logical_out(ctx, "any", self, &dim, out, false);
+  return logical_reduce_out(ctx, "any", self, &dim, out, false);
 }
 
 DEVX_SIM_REGISTER_KERNEL(sum_IntList_out, sum_dim_out);

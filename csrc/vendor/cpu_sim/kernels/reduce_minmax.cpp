@@ -19,7 +19,7 @@ inline bool beats(M v, M cur) {
 }
 
 template <bool Max, typename M>
-constexpr M identity() {
+constexpr M extreme_identity() {
   if constexpr (std::is_floating_point_v<M>) {
     return Max ? -std::numeric_limits<M>::infinity() : std::numeric_limits<M>::infinity();
   } else {
@@ -32,7 +32,7 @@ struct Prepared {
   DimMask mask;
 };
 
-DevxStatus prepare(const std::string& op, const DevxTensor* self, const int64_t* dims, int64_t ndims, Prepared* p) {
+DevxStatus prepare_extreme(const std::string& op, const DevxTensor* self, const int64_t* dims, int64_t ndims, Prepared* p) {
   if (!self) return invalid(op + ": NULL input");
   p->in = take(self);
   if (std::string why = reduce_mask(p->in.ndim(), dims, ndims, &p->mask); !why.empty()) {
@@ -53,7 +53,7 @@ template <bool Max>
 DevxStatus extreme_out(DevxKernelContext* ctx, const std::string& op, const DevxTensor* self, const int64_t* dims,
                        int64_t ndims, DevxTensor* out) {
   Prepared p;
-  if (DevxStatus s = prepare(op, self, dims, ndims, &p)) return s;
+  if (DevxStatus s = prepare_extreme(op, self, dims, ndims, &p)) return s;
   if (!out) return invalid(op + ": NULL output");
   const Tensor o = take(out);
   if (o.dtype != p.in.dtype) return decline(op + ": output dtype differs from the input's");
@@ -73,7 +73,7 @@ DevxStatus extreme_out(DevxKernelContext* ctx, const std::string& op, const Devx
       auto combine = [](M& a, const M& b) {
         if (beats<Max>(b, a)) a = b;
       };
-      run_reduction(r, identity<Max, M>(), step, combine,
+      run_reduction(r, extreme_identity<Max, M>(), step, combine,
                     [&](const std::array<int64_t, 1>& off, const M& acc) { o.ptr<T>()[off[0]] = convert<T>(acc); });
     });
   });
@@ -140,7 +140,7 @@ template <bool Max>
 DevxStatus arg_out(DevxKernelContext* ctx, const DevxTensor* self, const int64_t* dim, int, DevxTensor* out) {
   const std::string op = Max ? "argmax" : "argmin";
   Prepared p;
-  if (DevxStatus s = prepare(op, self, dim, dim ? 1 : 0, &p)) return s;
+  if (DevxStatus s = prepare_extreme(op, self, dim, dim ? 1 : 0, &p)) return s;
   return indexed_out<Max, 1>(ctx, op, p, {out});
 }
 
@@ -149,7 +149,7 @@ DevxStatus dim_out(DevxKernelContext* ctx, const DevxTensor* self, int64_t dim, 
                    DevxTensor* indices) {
   const std::string op = Max ? "max" : "min";
   Prepared p;
-  if (DevxStatus s = prepare(op, self, &dim, 1, &p)) return s;
+  if (DevxStatus s = prepare_extreme(op, self, &dim, 1, &p)) return s;
   return indexed_out<Max, 2>(ctx, op, p, {values, indices});
 }
 
@@ -157,7 +157,7 @@ DevxStatus dim_out(DevxKernelContext* ctx, const DevxTensor* self, int64_t dim, 
 DevxStatus aminmax_out(DevxKernelContext* ctx, const DevxTensor* self, const int64_t* dim, int, DevxTensor* min,
                        DevxTensor* max) {
   Prepared p;
-  if (DevxStatus s = prepare("aminmax", self, dim, dim ? 1 : 0, &p)) return s;
+  if (DevxStatus s = prepare_extreme("aminmax", self, dim, dim ? 1 : 0, &p)) return s;
   if (!min || !max) return invalid("aminmax: NULL output");
   const Tensor lo = take(min), hi = take(max);
   if (lo.dtype != p.in.dtype || hi.dtype != p.in.dtype) return decline("aminmax: outputs of another dtype than the input");
@@ -182,7 +182,7 @@ DevxStatus aminmax_out(DevxKernelContext* ctx, const DevxTensor* self, const int
         if (beats<false>(b[0], a[0])) a[0] = b[0];
         if (beats<true>(b[1], a[1])) a[1] = b[1];
       };
-      run_reduction(r, Pair{identity<false, M>(), identity<true, M>()}, step, combine,
+      run_reduction(r, Pair{extreme_identity<false, M>(), extreme_identity<true, M>()}, step, combine,
                     [&](const std::array<int64_t, 2>& off, const Pair& acc) {
                       lo.ptr<T>()[off[0]] = convert<T>(acc[0]);
                       hi.ptr<T>()[off[1]] = convert<T>(acc[1]);

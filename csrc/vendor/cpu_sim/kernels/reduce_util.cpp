@@ -29,12 +29,11 @@ std::string reduce_mask(int ndim, const int64_t* dims, int64_t n, DimMask* mask)
   return {};
 }
 
-namespace {
-
-// Accumulators of an erased type, as bytes: `n` of them, each starting as fns.init.
-class Accs {
+// Accumulators of an erased type, as bytes: `n` of them, each starting as fns.init. (Not in an
+// anonymous namespace: the driver's lambdas, of external linkage, hold them.)
+class ErasedAccs {
  public:
-  Accs(const ReduceFns& fns, int64_t n)
+  ErasedAccs(const ReduceFns& fns, int64_t n)
       : size_(fns.acc_size), bytes_(new std::max_align_t[(static_cast<size_t>(n) * size_ + sizeof(std::max_align_t) - 1) /
                                                          sizeof(std::max_align_t)]) {
     for (int64_t i = 0; i < n; ++i) std::memcpy(at(i), fns.init, size_);
@@ -45,8 +44,6 @@ class Accs {
   size_t size_;
   std::unique_ptr<std::max_align_t[]> bytes_;
 };
-
-}  // namespace
 
 template <size_t NO>
 void run_reduction_fns(const Reduction<NO>& r, const ReduceFns& fns) {
@@ -85,7 +82,7 @@ void run_reduction_fns(const Reduction<NO>& r, const ReduceFns& fns) {
     parallel_for(r.n_out, grain, [&](int64_t begin, int64_t end) {
       r.outer.run(begin, end, [&](const Offsets& off, int64_t len, const Offsets& st) {
         if (!blocked) {
-          Accs acc(fns, 1);
+          ErasedAccs acc(fns, 1);
           for (int64_t i = 0; i < len; ++i) {
             if (i > 0) std::memcpy(acc.at(0), fns.init, fns.acc_size);
             fold(acc.at(0), off[NO] + i * st[NO], 0, r.n_red);
@@ -93,7 +90,7 @@ void run_reduction_fns(const Reduction<NO>& r, const ReduceFns& fns) {
           }
           return;
         }
-        Accs acc(fns, kBlock);
+        ErasedAccs acc(fns, kBlock);
         for (int64_t b0 = 0; b0 < len; b0 += kBlock) {
           const int64_t nb = std::min(kBlock, len - b0);
           const int64_t base = off[NO] + b0 * st[NO];
@@ -112,7 +109,7 @@ void run_reduction_fns(const Reduction<NO>& r, const ReduceFns& fns) {
   const int64_t chunk = (r.n_red + chunks - 1) / chunks;
   r.outer.run(0, r.n_out, [&](const Offsets& off, int64_t len, const Offsets& st) {
     for (int64_t i = 0; i < len; ++i) {
-      Accs partial(fns, chunks);
+      ErasedAccs partial(fns, chunks);
       const int64_t base = off[NO] + i * st[NO];
       parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
         for (int64_t c = cb; c < ce; ++c) fold(partial.at(c), base, c * chunk, std::min(r.n_red, (c + 1) * chunk));

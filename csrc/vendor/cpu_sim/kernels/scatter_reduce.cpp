@@ -33,7 +33,7 @@ bool parse_op(const char* name, bool two, Op* op) {
 }
 
 template <typename M>
-M identity(Op op) {
+M scatter_reduce_identity(Op op) {
   switch (op) {
     case Op::kProd: return M(1);
     case Op::kMax:
@@ -101,7 +101,7 @@ void run_plan(const Plan& p, T value) {
           const M x = static_cast<M>(in ? in[off[1] + i * st[1] + k * k_src] : value);
           T& dst = base[v * stride];
           if (counts && count[v]++ == 0 && !p.include_self) {
-            acc[v] = combine(p.op, identity<M>(p.op), x);
+            acc[v] = combine(p.op, scatter_reduce_identity<M>(p.op), x);
           } else {
             acc[v] = combine(p.op, counts && count[v] > 1 ? acc[v] : static_cast<M>(dst), x);
           }

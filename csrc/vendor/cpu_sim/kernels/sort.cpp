@@ -22,13 +22,13 @@ inline bool ordered_before(M a, M b, bool descending) {
   return descending ? (a > b || (is_nan(a) && !is_nan(b))) : (a < b || (is_nan(b) && !is_nan(a)));
 }
 
-struct Rows {
+struct SortRows {
   Tensor in, values, indices;
   int dim = 0;
 };
 
-DevxStatus prepare(const std::string& op, const DevxTensor* self, int64_t dim, DevxTensor* values,
-                   DevxTensor* indices, Rows* rows) {
+DevxStatus prepare_sort(const std::string& op, const DevxTensor* self, int64_t dim, DevxTensor* values,
+                   DevxTensor* indices, SortRows* rows) {
   if (!self || !values || !indices) return invalid(op + ": NULL tensor");
   if (!wrap_dim(&dim, self->ndim)) return invalid(op + ": dimension out of range");
   rows->in = at_least_1d(take(self));
@@ -45,7 +45,7 @@ DevxStatus prepare(const std::string& op, const DevxTensor* self, int64_t dim, D
 
 // Calls order(buffer of the row's keyed values) per row, then writes the row's first `k` entries.
 template <typename T, typename Order>
-void sort_rows(const Rows& r, int64_t k, Order order) {
+void sort_rows(const SortRows& r, int64_t k, Order order) {
   using M = opmath_t<T>;
   const int d = r.dim;
   const int64_t n = r.in.size(d), sx = r.in.stride(d), sv = r.values.stride(d), si = r.indices.stride(d);
@@ -66,8 +66,8 @@ void sort_rows(const Rows& r, int64_t k, Order order) {
 
 DevxStatus sort_out(DevxKernelContext* ctx, const DevxTensor* self, const int*, int64_t dim, int descending,
                     DevxTensor* values, DevxTensor* indices) {
-  Rows rows;
-  if (DevxStatus s = prepare("sort", self, dim, values, indices, &rows)) return s;
+  SortRows rows;
+  if (DevxStatus s = prepare_sort("sort", self, dim, values, indices, &rows)) return s;
   if (rows.values.sizes != rows.in.sizes) return invalid("sort: output shapes do not match");
   if (rows.in.numel() == 0) return DEVX_OK;
   return dispatch_in<kNumbers | kBool>(rows.in.dtype, [&](auto tag) -> DevxStatus {
@@ -86,8 +86,8 @@ DevxStatus sort_out(DevxKernelContext* ctx, const DevxTensor* self, const int*, 
 // Ties keep their order in the row (ATen leaves it unspecified). `sorted` false gets them sorted too.
 DevxStatus topk_out(DevxKernelContext* ctx, const DevxTensor* self, int64_t k, int64_t dim, int largest, int,
                     DevxTensor* values, DevxTensor* indices) {
-  Rows rows;
-  if (DevxStatus s = prepare("topk", self, dim, values, indices, &rows)) return s;
+  SortRows rows;
+  if (DevxStatus s = prepare_sort("topk", self, dim, values, indices, &rows)) return s;
   if (k < 0 || k > rows.in.size(rows.dim)) return invalid("topk: selected index k out of range");
   if (rows.values.size(rows.dim) != k) return invalid("topk: output shapes do not match");
   if (rows.values.numel() == 0) return DEVX_OK;

@@ -151,7 +151,7 @@ DevxStatus isinf_signed_out(DevxKernelContext* ctx, const DevxTensor* self, Devx
 }
 
 template <typename T>
-float finite_max() {
+float nan_to_num_finite_max() {
   if constexpr (std::is_same_v<T, Half>) {
     return 65504.0f;
   } else {
@@ -175,7 +175,7 @@ DevxStatus nan_to_num_out(DevxKernelContext* ctx, const DevxTensor* self, const 
         max = std::numeric_limits<M>::max();
         lowest = std::numeric_limits<M>::lowest();
       } else {
-        max = finite_max<T>();
+        max = nan_to_num_finite_max<T>();
         lowest = -max;
       }
       // Replacements as T holds them (a posinf beyond float16's range becomes inf, as in ATen).
