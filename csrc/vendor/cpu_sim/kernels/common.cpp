@@ -76,6 +76,21 @@ DevxStatus submit(DevxKernelContext* ctx, std::function<void()> work) {
   return stream->submit(std::move(work));
 }
 
+namespace {
+
+// One deleter type for every queued work, so that shared_ptr's control block is instantiated once.
+struct DestroyOwned {
+  void (*destroy)(void*);
+  void operator()(void* work) const { destroy(work); }
+};
+
+}  // namespace
+
+DevxStatus submit_owned(DevxKernelContext* ctx, void* work, void (*run)(void*), void (*destroy)(void*)) {
+  std::shared_ptr<void> owned(work, DestroyOwned{destroy});
+  return submit(ctx, [owned = std::move(owned), run] { run(owned.get()); });
+}
+
 DevxStatus decline(const std::string& why) {
   return fail(DEVX_DECLINED, "cpu_sim kernel: " + why);
 }
@@ -97,7 +112,9 @@ namespace {
 
 // A job of parallel_for: chunks claimed with an atomic counter by the caller and the workers.
 struct Job {
-  std::function<void(int64_t, int64_t)> body;
+  // The caller's body: it waits in parallel_for_on_pool until every chunk has run.
+  RangeBody call = nullptr;
+  const void* body = nullptr;
   int64_t n = 0;
   int64_t chunk = 0;
   int64_t chunks = 0;
@@ -110,7 +127,7 @@ struct Job {
   void work() {
     for (int64_t c; (c = next.fetch_add(1)) < chunks;) {
       const int64_t begin = c * chunk;
-      body(begin, std::min(n, begin + chunk));
+      call(body, begin, std::min(n, begin + chunk));
       if (done.fetch_add(1) + 1 == chunks) {
         std::lock_guard lock(mu);
         cv.notify_all();
@@ -180,9 +197,10 @@ int num_threads() {
   return Pool::get().size();
 }
 
-void parallel_for_on_pool(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+void parallel_for_on_pool(int64_t n, int64_t grain, RangeBody call, const void* body) {
   const int threads = num_threads();
   auto job = std::make_shared<Job>();
+  job->call = call;
   job->body = body;
   job->n = n;
   job->chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);

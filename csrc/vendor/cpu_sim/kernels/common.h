@@ -229,6 +229,9 @@ bool runs_now(DevxKernelContext* ctx);
 // Runs call(arg) as the stream would run work now: what it throws becomes DEVX_ERROR.
 DevxStatus run_now(DevxKernelContext* ctx, void (*call)(void*), void* arg);
 DevxStatus submit(DevxKernelContext* ctx, std::function<void()> work);
+// Queues the heap object `work` (owned from here on): run(work) runs it, destroy(work) frees it.
+// Two small thunks per work type, where a std::function instantiated a manager and an invoker.
+DevxStatus submit_owned(DevxKernelContext* ctx, void* work, void (*run)(void*), void (*destroy)(void*));
 
 // Queues `work` on the kernel's stream (run now by a synchronous stream). The kernel's arguments
 // must have been copied into `work`. Work run now is called where it is, never wrapped in a
@@ -239,7 +242,10 @@ DevxStatus launch(DevxKernelContext* ctx, F&& work) {
     return run_now(ctx, [](void* w) { (*static_cast<std::remove_reference_t<F>*>(w))(); },
                    const_cast<void*>(static_cast<const void*>(&work)));
   }
-  return submit(ctx, std::function<void()>(std::forward<F>(work)));
+  using W = std::remove_cvref_t<F>;
+  return submit_owned(
+      ctx, new W(std::forward<F>(work)), [](void* w) { (*static_cast<W*>(w))(); },
+      [](void* w) { delete static_cast<W*>(w); });
 }
 
 // Kernel-side errors and declines.
@@ -251,7 +257,10 @@ DevxStatus invalid(const std::string& why);
 // Runs body(begin, end) over [0, n) split into chunks of at least `grain`, on the kernel thread
 // pool (DEVX_SIM_THREADS threads, default: the machine's cores).
 int num_threads();
-void parallel_for_on_pool(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+// body(begin, end) through `call`, a thunk per body type rather than a std::function (whose
+// manager and invoker every kernel's loop instantiated).
+using RangeBody = void (*)(const void* body, int64_t begin, int64_t end);
+void parallel_for_on_pool(int64_t n, int64_t grain, RangeBody call, const void* body);
 template <typename F>
 void parallel_for(int64_t n, int64_t grain, const F& body) {
   if (n <= 0) return;
@@ -261,7 +270,8 @@ void parallel_for(int64_t n, int64_t grain, const F& body) {
     body(int64_t{0}, n);
     return;
   }
-  parallel_for_on_pool(n, grain, body);
+  parallel_for_on_pool(
+      n, grain, [](const void* b, int64_t begin, int64_t end) { (*static_cast<const F*>(b))(begin, end); }, &body);
 }
 
 // ---- strided iteration

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/pointwise.h"
 #include "kernels/reduce_util.h"
 #include "kernels/registry.h"
 

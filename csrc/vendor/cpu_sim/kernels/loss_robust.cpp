@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/index_util.h"
+#include "kernels/pointwise.h"
 #include "kernels/reduce_util.h"
 #include "kernels/registry.h"
 

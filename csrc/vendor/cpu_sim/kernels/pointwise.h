@@ -93,26 +93,8 @@ struct Operands {
 
 // Leaves *result empty when out has no elements. complex_in[k]: input k is read as a complex type.
 template <size_t N>
-[[gnu::noinline]] DevxStatus take_operands(const std::array<const DevxTensor*, N>& ins, DevxTensor* out,
-                                           const std::array<bool, N>& complex_in,
-                                           std::shared_ptr<const Operands<N>>* result) {
-  if (!out) return invalid("NULL output");
-  std::array<Tensor, N> in;
-  std::array<Dims, N + 1> strides;
-  Tensor o = take(out);
-  strides[0] = o.strides;
-  for (size_t k = 0; k < N; ++k) {
-    if (!ins[k]) return invalid("NULL input");
-    // Reading a complex value as a real type would drop its imaginary part.
-    if (is_complex(ins[k]->dtype) && !complex_in[k]) return decline("complex input");
-    in[k] = take(ins[k]);
-    strides[k + 1] = broadcast_strides(in[k], o.sizes);
-  }
-  Loop<N + 1> loop(o.sizes, strides);
-  const int64_t n = loop.numel();
-  if (n > 0) *result = std::make_shared<const Operands<N>>(Operands<N>{o, in, loop, n});
-  return DEVX_OK;
-}
+DevxStatus take_operands(const std::array<const DevxTensor*, N>& ins, DevxTensor* out,
+                         const std::array<bool, N>& complex_in, std::shared_ptr<const Operands<N>>* result);
 
 // The element function of a pointwise kernel, its type erased: the loop around it (operands,
 // threads, strides, staging) is compiled once per signature <O, In...>, not once per kernel. Every
@@ -136,6 +118,70 @@ struct ErasedFn {
   const void* get() const { return held ? held.get() : static_cast<const void*>(bytes); }
 };
 
+// A single value of another dtype (a Python number, a 0-dim tensor) converted to V once, so that
+// the typed loop serves `x * 0.5` too.
+template <typename V>
+void retype_single(const Tensor& t, char* buf, const char** data, DevxDType* dtype) {
+  if (t.numel() != 1 || t.dtype == type_dtype<V>()) return;
+  const V v = loader_for<V>(t.dtype)(t.data);
+  std::memcpy(buf, &v, sizeof(V));
+  *data = buf;
+  *dtype = type_dtype<V>();
+}
+
+template <typename V>
+const void* stage_as(const char* data, DevxDType dtype, int64_t offset, int64_t stride, int64_t m, void* buf) {
+  return stage<V>(data, dtype, offset, stride, m, static_cast<V*>(buf));
+}
+
+template <typename V>
+void unstage_as(const void* values, int64_t m, char* data, DevxDType dtype, int64_t offset, int64_t stride) {
+  unstage<V>(static_cast<const V*>(values), m, data, dtype, offset, stride);
+}
+
+// A pointwise signature's element types <O, In...>, as the driver below needs them: the dtypes
+// and the typed staging and conversion functions, instantiated once per type.
+template <size_t N>
+struct PointwiseSignature {
+  DevxDType out;
+  void (*unstage)(const void* values, int64_t m, char* data, DevxDType dtype, int64_t offset, int64_t stride);
+  std::array<DevxDType, N> in;
+  std::array<const void* (*)(const char*, DevxDType, int64_t, int64_t, int64_t, void*), N> stage;
+  std::array<void (*)(const Tensor&, char*, const char**, DevxDType*), N> retype;
+};
+
+// f over `len` contiguous values: out and in[k] point to arrays of the signature's types.
+using PointwiseRow = void (*)(const void* fn, int64_t len, void* out, const void* const* in);
+
+// The work of one pointwise kernel: the driver (threads, strides, staging of other dtypes and
+// layouts) is compiled once per arity, in pointwise.cpp; only the row is the kernel's own.
+template <size_t N>
+struct PointwiseWork {
+  std::shared_ptr<const Operands<N>> ops;
+  ErasedFn fn;
+  PointwiseRow row = nullptr;
+  const PointwiseSignature<N>* sig = nullptr;
+  void operator()() const;
+};
+
+template <size_t N>
+DevxStatus launch_pointwise(DevxKernelContext* ctx, PointwiseWork<N>&& work);
+template <size_t N>
+void keep_pointwise(PointwiseWork<N>&& work, std::function<void()>* out);
+
+#define DEVX_SIM_POINTWISE_ARITY(N)                                                                              \
+  extern template DevxStatus take_operands<N>(const std::array<const DevxTensor*, N>&, DevxTensor*,               \
+                                              const std::array<bool, N>&, std::shared_ptr<const Operands<N>>*); \
+  extern template void PointwiseWork<N>::operator()() const;                                                     \
+  extern template DevxStatus launch_pointwise<N>(DevxKernelContext*, PointwiseWork<N>&&);                        \
+  extern template void keep_pointwise<N>(PointwiseWork<N>&&, std::function<void()>*);
+DEVX_SIM_POINTWISE_ARITY(0)
+DEVX_SIM_POINTWISE_ARITY(1)
+DEVX_SIM_POINTWISE_ARITY(2)
+DEVX_SIM_POINTWISE_ARITY(3)
+DEVX_SIM_POINTWISE_ARITY(4)
+#undef DEVX_SIM_POINTWISE_ARITY
+
 // out = f(ins...): input k is read as In_k and handed to f in opmath_t<In_k>; f's result is
 // stored as O. Inputs broadcast to out's shape; any strides; inputs of other dtypes than In_k
 // (and an output of another dtype than O) are converted through In_k (and O).
@@ -143,91 +189,70 @@ template <typename O, typename... In>
 struct Pointwise {
   static constexpr size_t N = sizeof...(In);
   using Ins = std::array<const DevxTensor*, N>;
-  // f over `len` contiguous values; `fn` is the erased f.
-  using Row = void (*)(const void* fn, int64_t len, O* out, const In*... in);
 
   // The work computing out, to be launched; left empty when out has no elements.
   template <typename F>
   static DevxStatus prepare(const Ins& ins, DevxTensor* out, const F& f, std::function<void()>* work) {
     *work = nullptr;
-    Work w;
+    PointwiseWork<N> w;
     if (DevxStatus status = take_operands<N>(ins, out, {is_complex_v<In>...}, &w.ops)) return status;
     if (!w.ops) return DEVX_OK;
-    w.fn = ErasedFn::of(f);
-    w.row = &row<F>;
-    *work = std::move(w);
+    fill_in(f, &w);
+    keep_pointwise<N>(std::move(w), work);
     return DEVX_OK;
   }
 
   template <typename F>
   static DevxStatus launch_on(DevxKernelContext* ctx, const Ins& ins, DevxTensor* out, const F& f) {
-    Work w;
+    PointwiseWork<N> w;
     if (DevxStatus status = take_operands<N>(ins, out, {is_complex_v<In>...}, &w.ops)) return status;
     if (!w.ops) return DEVX_OK;
-    w.fn = ErasedFn::of(f);
-    w.row = &row<F>;
-    return launch(ctx, std::move(w));
+    fill_in(f, &w);
+    return launch_pointwise<N>(ctx, std::move(w));
   }
 
  private:
-  struct Work {
-    std::shared_ptr<const Operands<N>> ops;
-    ErasedFn fn;
-    Row row = nullptr;
-    void operator()() const { run(*ops, fn.get(), row, std::make_index_sequence<N>{}); }
-  };
+  static constexpr PointwiseSignature<N> kSignature{
+      type_dtype<O>(), &unstage_as<O>, {type_dtype<In>()...}, {&stage_as<In>...}, {&retype_single<In>...}};
 
-  // A single value of another dtype (a Python number, a 0-dim tensor) converted to In once, so
-  // that the typed loop serves `x * 0.5` too.
-  template <typename V>
-  static void retype_single(const Tensor& t, char* buf, const char** data, DevxDType* dtype) {
-    if (t.numel() != 1 || t.dtype == type_dtype<V>()) return;
-    const V v = loader_for<V>(t.dtype)(t.data);
-    std::memcpy(buf, &v, sizeof(V));
-    *data = buf;
-    *dtype = type_dtype<V>();
+  template <typename F>
+  static void fill_in(const F& f, PointwiseWork<N>* w) {
+    w->fn = ErasedFn::of(f);
+    w->row = &row<F>;
+    w->sig = &kSignature;
+  }
+
+  template <typename F, size_t... I>
+  static void typed_row(const F& f, int64_t len, O* out, const void* const* in, std::index_sequence<I...>) {
+    const std::tuple<const In*...> p{static_cast<const In*>(in[I])...};
+    for (int64_t i = 0; i < len; ++i) out[i] = convert<O>(f(convert<opmath_t<In>>(std::get<I>(p)[i])...));
   }
 
   // The one element loop a kernel instantiates, written with unit strides so that the compiler
   // vectorises it. Every other layout is staged through buffers rather than given loops of its
   // own (one per kernel and dtype, which the build paid for in minutes).
   template <typename F>
-  [[gnu::noinline]] static void row(const void* fn, int64_t len, O* out, const In*... in) {
-    const F& f = *std::launder(static_cast<const F*>(fn));
-    for (int64_t i = 0; i < len; ++i) out[i] = convert<O>(f(convert<opmath_t<In>>(in[i])...));
-  }
-
-  template <size_t... I>
-  [[gnu::noinline]] static void run(const Operands<N>& ops, const void* fn, Row row_fn, std::index_sequence<I...>) {
-    const Tensor& o = ops.out;
-    const std::array<Tensor, N>& in = ops.in;
-    // (Unused by a fill, which has no inputs.)
-    [[maybe_unused]] alignas(16) char single[N > 0 ? N : 1][16];
-    [[maybe_unused]] std::array<const char*, N> data = {in[I].data...};
-    [[maybe_unused]] std::array<DevxDType, N> dtype = {in[I].dtype...};
-    (retype_single<In>(in[I], single[I], &data[I], &dtype[I]), ...);
-    const bool typed_out = o.dtype == type_dtype<O>();
-    parallel_for(ops.numel, kGrain, [&](int64_t begin, int64_t end) {
-      ops.loop.run(begin, end, [&](const std::array<int64_t, N + 1>& off, int64_t len,
-                                   const std::array<int64_t, N + 1>& st) {
-        if (typed_out && st[0] == 1 && ((dtype[I] == type_dtype<In>() && st[I + 1] == 1) && ...)) {
-          row_fn(fn, len, o.ptr<O>() + off[0], reinterpret_cast<const In*>(data[I]) + off[I + 1]...);
-          return;
-        }
-        // As ATen's TensorIterator: inputs cast to their compute type, the result cast to out's.
-        [[maybe_unused]] std::tuple<std::array<In, kStage>...> staged;
-        std::array<O, kStage> result;
-        for (int64_t c = 0; c < len; c += kStage) {
-          const int64_t m = std::min<int64_t>(kStage, len - c);
-          O* dst = typed_out && st[0] == 1 ? o.ptr<O>() + off[0] + c : result.data();
-          row_fn(fn, m, dst,
-                 stage<In>(data[I], dtype[I], off[I + 1] + c * st[I + 1], st[I + 1], m, std::get<I>(staged).data())...);
-          if (dst == result.data()) unstage<O>(result.data(), m, o.data, o.dtype, off[0] + c * st[0], st[0]);
-        }
-      });
-    });
+  [[gnu::noinline]] static void row(const void* fn, int64_t len, void* out, const void* const* in) {
+    typed_row(*std::launder(static_cast<const F*>(fn)), len, static_cast<O*>(out), in, std::make_index_sequence<N>{});
   }
 };
+
+template <typename T, size_t>
+using Repeat = T;
+
+// out = f(ins...) computed in T: every input read as T, f takes opmath_t<T> values and returns
+// one, stored as T.
+template <typename T, size_t NIN, typename F>
+DevxStatus elementwise(DevxKernelContext* ctx, const std::array<const DevxTensor*, NIN>& ins, DevxTensor* out,
+                       const F& f) {
+  return [&]<size_t... I>(std::index_sequence<I...>) {
+    return Pointwise<T, Repeat<T, I>...>::launch_on(ctx, ins, out, f);
+  }(std::make_index_sequence<NIN>{});
+}
+
+// dst = src converted to dst's dtype elementwise, same shape, any strides (a complex source gives
+// its real part, as ATen's copy does); inside queued work. Compiled once, in pointwise.cpp.
+void convert_elements(const Tensor& src, const Tensor& dst);
 
 // A Scalar as ATen's kernels mostly read it: converted to T (rounded, for the 16-bit floats), then
 // computed with in opmath_t<T>.

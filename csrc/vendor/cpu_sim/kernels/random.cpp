@@ -6,8 +6,8 @@
 #include <limits>
 #include <string>
 
-#include "kernels/elementwise.h"
 #include "kernels/philox.h"
+#include "kernels/pointwise.h"
 #include "kernels/registry.h"
 
 namespace devx::cpu_sim::kern {

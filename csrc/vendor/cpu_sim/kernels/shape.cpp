@@ -8,28 +8,6 @@
 namespace devx::cpu_sim::kern {
 namespace {
 
-// dst = src converted to dst's dtype, same shape, any strides. The source is read through
-// pointwise's staging (a converter picked per tensor), so the build instantiates one loop per
-// output dtype rather than one per pair of dtypes.
-void convert_elements(const Tensor& src, const Tensor& dst) {
-  Loop<2> loop(dst.sizes, {dst.strides, src.strides});
-  dispatch(dst.dtype, [&](auto to) {
-    using To = decltype(to);
-    To* out = dst.ptr<To>();
-    parallel_for(loop.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      loop.run(begin, end, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-        std::array<To, kStage> buf;
-        for (int64_t c = 0; c < n; c += kStage) {
-          const int64_t m = std::min<int64_t>(kStage, n - c);
-          const To* v = stage<To>(src.data, src.dtype, off[1] + c * st[1], st[1], m, buf.data());
-          To* o = out + off[0] + c * st[0];
-          for (int64_t i = 0; i < m; ++i) o[i * st[0]] = v[i];
-        }
-      });
-    });
-  });
-}
-
 DevxStatus cat_out(DevxKernelContext* ctx, DevxTensorList tensors, int64_t dim, DevxTensor* out) {
   if (!out) return invalid("cat: NULL output");
   Tensor o = take(out);
