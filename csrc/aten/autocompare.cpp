@@ -31,12 +31,6 @@ namespace {
 std::mutex g_stats_mutex;
 std::map<std::string, std::pair<int64_t, int64_t>> g_stats;
 
-std::string overload_name(const c10::OperatorName& n) {
-  std::string name = n.name.substr(n.name.find("::") + 2);
-  if (!n.overload_name.empty()) name += "." + n.overload_name;
-  return name;
-}
-
 c10::IValue to_cpu(const c10::IValue& v) {
   c10::IValue out = v;
   if (out.isDevice() && out.toDevice().type() != c10::kCPU) return c10::IValue(c10::Device(c10::kCPU));

@@ -122,12 +122,6 @@ uint8_t flags_of(const Settings& s, const std::string& overload) {
   return f;
 }
 
-std::string overload_name(const c10::OperatorName& n) {
-  std::string name = n.name.substr(n.name.find("::") + 2);
-  if (!n.overload_name.empty()) name += "." + n.overload_name;
-  return name;
-}
-
 void refresh_locked() {
   Settings s;
   using settings::Id;
@@ -266,6 +260,12 @@ std::string issued_at() {
 }
 
 }  // namespace
+
+std::string overload_name(const c10::OperatorName& n) {
+  std::string name = n.name.substr(n.name.find("::") + 2);
+  if (!n.overload_name.empty()) name += "." + n.overload_name;
+  return name;
+}
 
 bool intercepts(int op) {
   if (t_bypass) {

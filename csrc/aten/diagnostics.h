@@ -19,6 +19,9 @@
 
 namespace devx::diag {
 
+// "add.Tensor" for aten::add.Tensor: the name the switches' op patterns match.
+std::string overload_name(const c10::OperatorName& n);
+
 // Bit 0: the settings may be stale (the environment changed). Other bits: a diagnostic is on.
 extern std::atomic<uint32_t> g_gate;
 

@@ -6,7 +6,7 @@
 namespace devx {
 
 namespace {
-std::mutex g_mutex;
+std::mutex g_hooks_mutex;
 std::function<std::string()> g_line;
 std::function<std::string()> g_stack;
 std::function<std::vector<PythonFrame>()> g_frames;
@@ -55,7 +55,7 @@ WithoutGil::~WithoutGil() {
 }
 
 void set_python_hooks(std::function<std::string()> line, std::function<std::string()> stack) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_hooks_mutex);
   g_line = std::move(line);
   g_stack = std::move(stack);
 }
@@ -63,7 +63,7 @@ void set_python_hooks(std::function<std::string()> line, std::function<std::stri
 std::string python_line() {
   std::function<std::string()> f;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_hooks_mutex);
     f = g_line;
   }
   return f ? f() : std::string();
@@ -72,21 +72,21 @@ std::string python_line() {
 std::string python_stack() {
   std::function<std::string()> f;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_hooks_mutex);
     f = g_stack;
   }
   return f ? f() : std::string();
 }
 
 void set_python_frames_hook(std::function<std::vector<PythonFrame>()> frames) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_hooks_mutex);
   g_frames = std::move(frames);
 }
 
 std::vector<PythonFrame> python_frames() {
   std::function<std::vector<PythonFrame>()> f;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_hooks_mutex);
     f = g_frames;
   }
   return f ? f() : std::vector<PythonFrame>();
