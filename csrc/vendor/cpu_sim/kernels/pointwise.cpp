@@ -34,15 +34,14 @@ void PointwiseWork<N>::operator()() const {
   alignas(16) char single[N > 0 ? N : 1][16];
   std::array<const char*, N> data;
   std::array<DevxDType, N> dtype;
-  std::array<int64_t, N> in_size;
   for (size_t k = 0; k < N; ++k) {
     data[k] = in[k].data;
     dtype[k] = in[k].dtype;
     s.retype[k](in[k], single[k], &data[k], &dtype[k]);
-    in_size[k] = static_cast<int64_t>(itemsize(s.in[k]));
   }
   const bool typed_out = o.dtype == s.out;
-  const int64_t out_size = static_cast<int64_t>(itemsize(s.out));
+  const std::array<int64_t, N>& in_size = s.in_size;
+  const int64_t out_size = s.out_size;
   const void* f = fn.get();
   parallel_for(ops->numel, kGrain, [&](int64_t begin, int64_t end) {
     ops->loop.run(begin, end, [&](const std::array<int64_t, N + 1>& off, int64_t len,

@@ -144,6 +144,8 @@ void unstage_as(const void* values, int64_t m, char* data, DevxDType dtype, int6
 template <size_t N>
 struct PointwiseSignature {
   DevxDType out;
+  int64_t out_size;
+  std::array<int64_t, N> in_size;
   void (*unstage)(const void* values, int64_t m, char* data, DevxDType dtype, int64_t offset, int64_t stride);
   std::array<DevxDType, N> in;
   std::array<const void* (*)(const char*, DevxDType, int64_t, int64_t, int64_t, void*), N> stage;
@@ -213,7 +215,9 @@ struct Pointwise {
 
  private:
   static constexpr PointwiseSignature<N> kSignature{
-      type_dtype<O>(), &unstage_as<O>, {type_dtype<In>()...}, {&stage_as<In>...}, {&retype_single<In>...}};
+      type_dtype<O>(),      sizeof(O),           {int64_t{sizeof(In)}...},
+      &unstage_as<O>,       {type_dtype<In>()...}, {&stage_as<In>...},
+      {&retype_single<In>...}};
 
   template <typename F>
   static void fill_in(const F& f, PointwiseWork<N>* w) {
