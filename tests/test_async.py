@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import REPO, assert_child_ok, child_env, describe, run_many, run_python
 
 PRELUDE = """
@@ -170,6 +172,37 @@ for t in threads:
 torch.devx.synchronize()
 assert not errors, errors
 assert torch.devx.memory_allocated() == base
+""")
+
+
+@pytest.mark.devices(2)
+def test_waiting_hosts_run_queued_work_and_keep_their_device_and_streams():
+    """A host that waits for a stream may run the queued work itself (cpu_sim's synchronize does,
+    rather than sleep until the worker has): the results, their order, and the waiting thread's
+    current device and streams are as if the stream's worker had run it all."""
+    run_async("""
+torch.devx.set_device(0)
+side0 = torch.devx.Stream(device="devx:0")
+side1 = torch.devx.Stream(device="devx:1")
+torch.devx.set_stream(side0)
+acc = torch.zeros(64, device="devx:1")
+for k in range(300):
+    with torch.devx.stream(side1):  # devx:1's work, on a stream that is current only here
+        acc = acc * 0.5 + k
+    if k % 50 == 49:
+        side1.synchronize()  # queued ops may run on this thread, outside any device guard
+        assert torch.devx.current_device() == 0
+        assert torch.devx.current_stream(0) == side0
+        assert torch.devx.current_stream(1) == torch.devx.default_stream(1)
+        with torch.devx.stream(side1):
+            got = acc[0].item()
+        expected = 0.0
+        for j in range(k + 1):
+            expected = expected * 0.5 + j
+        assert got == expected, (k, got, expected)
+        assert torch.devx.current_device() == 0
+        assert torch.devx.current_stream(0) == side0
+        assert torch.devx.current_stream(1) == torch.devx.default_stream(1)
 """)
 
 

@@ -43,12 +43,25 @@ struct InlineScope {
   InlineScope& operator=(const InlineScope&) = delete;
 };
 
-// On a stream's worker: ops run here, on this device, and what they allocate belongs to this stream.
+// Running a stream's work: ops run here, on this device, and what they allocate belongs to this
+// stream. The thread may be a host waiting for the stream (cpu_sim's synchronize runs queued work
+// on the waiting thread), so its device and current stream are restored afterwards.
 struct WorkerScope : InlineScope {
-  explicit WorkerScope(const DevxStream& stream) {
+  explicit WorkerScope(const DevxStream& stream)
+      : device_(current_device()), stream_(getCurrentDevxStream(stream.device_index())) {
     set_device(stream.device_index());
     setCurrentDevxStream(stream);
   }
+  ~WorkerScope() {
+    setCurrentDevxStream(stream_);
+    set_device(device_);
+  }
+  WorkerScope(const WorkerScope&) = delete;
+  WorkerScope& operator=(const WorkerScope&) = delete;
+
+ private:
+  c10::DeviceIndex device_;
+  DevxStream stream_;
 };
 
 // kRunNow: on the calling thread, without waiting (views); kInline: the same after waiting for the stream.

@@ -61,13 +61,19 @@ DevxStatus Stream::submit(Work work) {
 }
 
 DevxStatus Stream::synchronize() {
-  if (async_ && std::this_thread::get_id() == worker_.get_id()) {
+  if (async_ && t_running_ == this) {
     return fail(DEVX_ERROR, "a host function on cpu_sim device " + std::to_string(device_) +
                                 " synchronized its own stream, which would wait for itself");
   }
   std::unique_lock lock(mu_);
   const uint64_t target = submitted_;
-  done_cv_.wait(lock, [&] { return completed_ >= target || exited_; });
+  while (completed_ < target && !exited_) {
+    if (!running_ && !queue_.empty() && !stop_) {
+      run_next(lock);
+    } else {
+      done_cv_.wait(lock);
+    }
+  }
   if (error_.empty()) return DEVX_OK;
   const std::string error = std::move(error_);
   error_.clear();
@@ -142,24 +148,42 @@ void Stream::run_worker(std::shared_ptr<Stream> /*keep_alive*/) {
     }
   } exit_mark{this};
 
+  std::unique_lock lock(mu_);
   for (;;) {
-    Work work;
-    {
-      std::unique_lock lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      work = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    std::string error = run_catching(work);
-    work = nullptr;  // drop what it captured (events) before anyone sees it complete
-    {
-      std::lock_guard lock(mu_);
-      ++completed_;
-      if (!error.empty() && error_.empty()) error_ = std::move(error);
-    }
-    done_cv_.notify_all();
+    work_cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !running_); });
+    if (stop_) return;
+    run_next(lock);
   }
+}
+
+void Stream::run_next(std::unique_lock<std::mutex>& lock) {
+  // Counts the item done however running it ends: a thread that pthread_exit unwinds (CPython
+  // ending threads that enter it while it finalises) must not leave the stream marked busy.
+  struct Done {
+    Done(Stream* s, std::unique_lock<std::mutex>& l) : stream(s), lock(l), outer(t_running_) {}
+    Stream* stream;
+    std::unique_lock<std::mutex>& lock;
+    const Stream* outer;
+    std::string error;
+    ~Done() {
+      t_running_ = outer;
+      lock.lock();
+      stream->running_ = false;
+      ++stream->completed_;
+      if (!error.empty() && stream->error_.empty()) stream->error_ = std::move(error);
+      // A host waits for completion; the worker waits for the item to be done when a host ran it.
+      stream->done_cv_.notify_all();
+      if (!stream->queue_.empty()) stream->work_cv_.notify_one();
+    }
+  };
+  Work work = std::move(queue_.front());
+  queue_.pop_front();
+  running_ = true;
+  lock.unlock();
+  Done done(this, lock);
+  t_running_ = this;
+  done.error = run_catching(work);
+  work = nullptr;  // drop what it captured (events) before anyone sees it complete
 }
 
 }  // namespace devx::cpu_sim

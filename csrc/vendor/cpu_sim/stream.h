@@ -37,11 +37,14 @@ class Stream : public std::enable_shared_from_this<Stream> {
   DevxStatus submit(Work work);
   // Whether submit() runs work now, on the calling thread: no worker, or this is the worker (a
   // vendor kernel called by work it runs).
-  bool runs_now() const { return !async_ || std::this_thread::get_id() == worker_.get_id(); }
+  bool runs_now() const { return !async_ || t_running_ == this; }
   // Runs call(arg) as submit() runs work now on a stream of `device`: an exception it throws is
   // returned as DEVX_ERROR. (Kernels that run now call this without wrapping their work in a Work.)
   static DevxStatus run_now(int device, void (*call)(void*), void* arg);
   // Waits for all work submitted so far; DEVX_ERROR if any of it threw since the last call.
+  // While the worker runs no item, the caller runs the queued ones itself, in order: a host that
+  // must wait anyway does the work instead of sleeping until the worker has done it (two thread
+  // wake-ups per wait, which a model with a host read per op paid for in most of its step).
   DevxStatus synchronize();
   bool idle();
   // The error of work that threw since the last synchronize(), "" if none (it stays to be reported).
@@ -60,6 +63,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
  private:
   void run_worker(std::shared_ptr<Stream> keep_alive);
+  // With mu_ held through `lock` and an item queued that nobody runs: runs it on this thread
+  // (unlocked) and counts it done.
+  void run_next(std::unique_lock<std::mutex>& lock);
+
+  // The stream whose item this thread runs now (its worker, or a host helping in synchronize).
+  inline static thread_local const Stream* t_running_ = nullptr;
 
   const int device_;
   bool async_ = false;
@@ -69,6 +78,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::condition_variable work_cv_;  // worker: work arrived or stop
   std::condition_variable done_cv_;  // host: work finished or the worker exited
   std::deque<Work> queue_;
+  bool running_ = false;  // an item is being run (by the worker or a helping host)
   uint64_t submitted_ = 0;
   uint64_t completed_ = 0;
   std::string error_;            // first exception since the last synchronize
