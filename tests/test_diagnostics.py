@@ -731,3 +731,29 @@ def test_the_log_file_does_not_follow_a_planted_link(tmp_path):
     assert_child_ok(proc)
     assert "ERROR DEVX_LOG_PATH=" in proc.stdout and "symbolic link" in proc.stdout, proc.stdout
     assert target.read_text() == "keep me\n"
+
+
+def test_aten_compute_calls_count_every_thread_including_ended_ones(diag):
+    # Counted per thread (no shared atomic on the hot path): a thread's count must survive its end.
+    import threading
+
+    a = torch.ones(4, device="devx")
+    a * a  # the first op issued asynchronously runs one more compute call
+    torch.devx.synchronize()
+    diag.reset_kernel_stats()
+    a * a
+    torch.devx.synchronize()
+    per_op = diag.kernel_stats()["aten"]
+    assert per_op == 1
+
+    def work() -> None:
+        for _ in range(5):
+            a * a
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torch.devx.synchronize()
+    assert diag.kernel_stats()["aten"] == 16 * per_op

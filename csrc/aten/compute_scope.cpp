@@ -8,10 +8,13 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <typeinfo>
+#include <vector>
 
 #include "runtime/allocator.h"
 #include "runtime/device.h"
@@ -149,6 +152,8 @@ bool is_alias_data(const c10::DataPtr& dp) {
 // is safe even when a freed storage's address is reused: the alias is re-pointed whenever the
 // bytes or size it records differ, and with equal ones it describes the new storage exactly.
 constexpr size_t kCachedAliasSlots = 16;
+}  // namespace
+
 struct CachedAlias {
   c10::StorageImpl* devx = nullptr;
   c10::intrusive_ptr<c10::StorageImpl> alias;
@@ -157,55 +162,68 @@ struct CachedAlias {
   // storage swaps and their reference counting were a tenth of a small op's cost). Only ever over
   // `alias`: whatever drops or replaces `alias` drops it too.
   c10::intrusive_ptr<c10::TensorImpl> parked;
+  // Open scopes on this thread using `alias`. While any does, the slot keeps it (neither replaced
+  // nor dropped), so a scope needs no counted reference of its own: an atomic increment and
+  // decrement per argument were a measurable share of a small op.
+  uint32_t users = 0;
   // References on `alias` that are the cache's own: the slot's, and the parked TensorImpl's.
   size_t own_references() const { return parked ? 2 : 1; }
 };
+
+namespace {
+
 using AliasSlots = std::array<CachedAlias, kCachedAliasSlots>;
 
 CachedAlias& slot_for(AliasSlots& slots, const c10::StorageImpl* devx) {
   return slots[(reinterpret_cast<uintptr_t>(devx) >> 4) % kCachedAliasSlots];
 }
 
-c10::intrusive_ptr<c10::StorageImpl> cached_alias_storage(c10::StorageImpl* s, c10::Device compute_device) {
+// The alias storage of devx storage `s` for a scope: the slot's cached one (pinned for the scope:
+// `*cached` is set, and the scope calls settle_alias_storage as it closes), else a new owning one.
+C10_ALWAYS_INLINE c10::intrusive_ptr<c10::StorageImpl> alias_storage_for_scope(c10::StorageImpl* s, c10::Device compute_device,
+                                                             CachedAlias** cached) {
+  *cached = nullptr;
   AliasSlots* slots = per_thread<AliasSlots>();
   if (C10_UNLIKELY(!slots)) return make_alias_storage(s, compute_device);
   CachedAlias& slot = slot_for(*slots, s);
   c10::StorageImpl* a = slot.alias.get();
-  if (a && slot.devx == s && a->data_ptr().get() == s->data() && a->nbytes() == s->nbytes() &&
-      a->device() == compute_device) {
-    return slot.alias;
+  const bool hit = a && slot.devx == s && a->data_ptr().get() == s->data() && a->nbytes() == s->nbytes() &&
+                   a->device() == compute_device;
+  if (!hit) {
+    // A slot whose alias something still uses (an enclosing op's scope, a kernel that kept it) is
+    // left alone.
+    if (a && (slot.users > 0 || slot.alias.use_count() > slot.own_references())) {
+      return make_alias_storage(s, compute_device);
+    }
+    c10::DataPtr borrowed(const_cast<void*>(s->data()), s, &borrow_alias, compute_device);
+    if (a) {
+      a->set_data_ptr_noswap(std::move(borrowed));
+      a->set_nbytes(s->nbytes());
+    } else {
+      slot.alias = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), s->nbytes(),
+                                                         std::move(borrowed), g_alias_allocator, /*resizable=*/true);
+    }
+    slot.devx = s;
   }
-  // A slot whose alias a scope on this thread still uses (an enclosing op) is left alone.
-  if (a && slot.alias.use_count() > slot.own_references()) return make_alias_storage(s, compute_device);
-  c10::DataPtr borrowed(const_cast<void*>(s->data()), s, &borrow_alias, compute_device);
-  if (a) {
-    a->set_data_ptr_noswap(std::move(borrowed));
-    a->set_nbytes(s->nbytes());
-  } else {
-    slot.alias = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), s->nbytes(),
-                                                       std::move(borrowed), g_alias_allocator, /*resizable=*/true);
-  }
-  slot.devx = s;
-  return slot.alias;
+  ++slot.users;
+  *cached = &slot;
+  return {};
 }
 
-// Called as a scope closes, for each alias storage it used. An alias something outside the scope
-// still holds (beyond the cache and the scope) starts owning its bytes, as an uncached one does,
-// and leaves the cache.
-void settle_alias_storage(c10::StorageImpl* devx, const c10::intrusive_ptr<c10::StorageImpl>& alias) {
-  if (alias->data_ptr().get_deleter() != &borrow_alias) return;
-  AliasSlots* slots = per_thread<AliasSlots>();
-  CachedAlias* slot = slots ? &slot_for(*slots, devx) : nullptr;
-  if (slot && slot->alias.get() != alias.get()) slot = nullptr;
-  if (alias.use_count() <= 1 + (slot ? slot->own_references() : 1)) return;
-  c10::raw::intrusive_ptr::incref(devx);
+// Called as a scope closes, for each cached alias storage it used (its alias tensors released or
+// parked already). Once no scope uses it, an alias something else still holds (a kernel kept it)
+// starts owning its bytes, as an uncached one does, and leaves the cache. Until then the devx
+// storage stays alive through the open scopes' arguments.
+void settle_alias_storage(CachedAlias& slot) {
+  if (--slot.users > 0) return;
+  c10::StorageImpl* alias = slot.alias.get();
+  if (slot.alias.use_count() <= slot.own_references()) return;
+  c10::raw::intrusive_ptr::incref(slot.devx);
   alias->set_data_ptr_noswap(
-      c10::DataPtr(alias->data_ptr().get(), devx, &release_alias, alias->data_ptr().device()));
-  if (slot) {
-    slot->parked.reset();
-    slot->alias.reset();
-    slot->devx = nullptr;
-  }
+      c10::DataPtr(alias->data_ptr().get(), slot.devx, &release_alias, alias->data_ptr().device()));
+  slot.parked.reset();
+  slot.alias.reset();
+  slot.devx = nullptr;
 }
 
 // The TensorImpl parked in the slot of cached alias storage `alias` (of devx storage `devx`), or
@@ -233,7 +251,7 @@ bool park(c10::intrusive_ptr<c10::TensorImpl>& impl) {
 }
 
 // Element by element: these are a few dimensions, where a call to memcmp costs more.
-bool same_geometry(const c10::TensorImpl& a, const c10::TensorImpl& b) {
+C10_ALWAYS_INLINE bool same_geometry(const c10::TensorImpl& a, const c10::TensorImpl& b) {
   const c10::IntArrayRef as = a.sizes(), bs = b.sizes();
   if (as.size() != bs.size() || a.storage_offset() != b.storage_offset()) return false;
   const c10::IntArrayRef ast = a.strides(), bst = b.strides();
@@ -250,7 +268,7 @@ bool same_geometry(const c10::TensorImpl& a, const c10::TensorImpl& b) {
 constexpr size_t kRecycledAliases = 8;
 using RecycledAliases = std::vector<c10::intrusive_ptr<c10::TensorImpl>>;
 
-c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, const c10::StorageImpl* devx,
+C10_ALWAYS_INLINE c10::intrusive_ptr<c10::TensorImpl> make_alias(const at::Tensor& t, const c10::StorageImpl* devx,
                                                c10::StorageImpl* storage, c10::DispatchKeySet keyset) {
   c10::intrusive_ptr<c10::TensorImpl> impl = take_parked(devx, storage);
   if (!impl) {
@@ -359,18 +377,60 @@ c10::Stream compute_stream(c10::DeviceIndex device, c10::Device compute_device) 
 }  // namespace
 
 namespace {
-std::atomic<uint64_t> g_compute_calls{0};
+
+// Scopes opened, counted per thread: an atomic read-modify-write per op (a locked instruction)
+// was a measurable share of a small op. Each thread's counter is written by that thread alone
+// (a plain store) and read by any; a thread's count moves to g_exited_calls as it ends. Never
+// destroyed: threads may end after static destruction.
+struct ComputeCallCounter {
+  std::atomic<uint64_t> calls{0};
+  ComputeCallCounter();
+  ~ComputeCallCounter();
+};
+std::mutex& counters_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::vector<const ComputeCallCounter*>& live_counters() {
+  static auto* v = new std::vector<const ComputeCallCounter*>;
+  return *v;
+}
+std::atomic<uint64_t> g_exited_calls{0};
+
+ComputeCallCounter::ComputeCallCounter() {
+  std::lock_guard<std::mutex> lock(counters_mutex());
+  live_counters().push_back(this);
+}
+
+ComputeCallCounter::~ComputeCallCounter() {
+  std::lock_guard<std::mutex> lock(counters_mutex());
+  auto& live = live_counters();
+  live.erase(std::find(live.begin(), live.end(), this));
+  g_exited_calls.fetch_add(calls.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+void count_compute_call() {
+  if (ComputeCallCounter* counter = per_thread<ComputeCallCounter>()) {
+    counter->calls.store(counter->calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    g_exited_calls.fetch_add(1, std::memory_order_relaxed);  // a scope in a thread-exit destructor
+  }
+}
+
 }  // namespace
 
 uint64_t compute_calls() {
-  return g_compute_calls.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(counters_mutex());
+  uint64_t total = g_exited_calls.load(std::memory_order_relaxed);
+  for (const ComputeCallCounter* counter : live_counters()) total += counter->calls.load(std::memory_order_relaxed);
+  return total;
 }
 
 ComputeScope::ComputeScope(ArgumentsOutliveScope) : ComputeScope() {
   holds_arguments_ = false;
 }
 
-const at::Tensor& ComputeScope::AliasTensors::push_back(at::Tensor t) {
+C10_ALWAYS_INLINE at::Tensor& ComputeScope::AliasTensors::push_back(at::Tensor t) {
   if (size_ < kInline) {
     inline_[size_] = std::move(t);
   } else {
@@ -389,7 +449,7 @@ ComputeScope::ComputeScope()
   // Where the compute device is the CPU, a kernel writes devx memory without any runtime call
   // that a forked child would refuse.
   check_not_forked();
-  g_compute_calls.fetch_add(1, std::memory_order_relaxed);
+  count_compute_call();
   if (g_compute_streams) {
     keep_compute_settings_supported();
     previous_compute_stream_ =
@@ -409,32 +469,38 @@ ComputeScope::~ComputeScope() {
     recycle_alias(c10::intrusive_ptr<c10::TensorImpl>::reclaim(alias_tensors_[i].unsafeReleaseTensorImpl()));
   }
   for (const Aliased& a : aliases_) {
-    settle_alias_storage(a.devx, a.alias);
+    if (a.cached) settle_alias_storage(*a.cached);
     if (holds_arguments_) c10::raw::intrusive_ptr::decref(a.devx);
   }
 }
 
+at::Tensor& ComputeScope::alias_of(const at::Tensor& t) const {
+  if (C10_UNLIKELY(t.device().index() != device_)) mixed_devices(t, device_);
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  for (size_t i = 0; i < aliased_tensors_.size(); ++i) {
+    if (aliased_tensors_[i] == impl) return alias_tensors_[i];
+  }
+  c10::StorageImpl* devx = t.storage().unsafeGetStorageImpl();
+  at::Tensor& alias = alias_tensors_.push_back(at::Tensor(make_alias(t, devx, alias_storage(devx), keyset_)));
+  aliased_tensors_.push_back(impl);
+  return alias;
+}
+
 const at::Tensor& ComputeScope::in(const at::Tensor& t) const {
   if (!t.defined()) return t;
-  c10::Device d = t.device();
-  if (C10_LIKELY(d.type() == kDevx)) {
-    if (C10_UNLIKELY(d.index() != device_)) mixed_devices(t, device_);
-    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-    for (size_t i = 0; i < aliased_tensors_.size(); ++i) {
-      if (aliased_tensors_[i] == impl) return alias_tensors_[i];
-    }
-    c10::StorageImpl* devx = t.storage().unsafeGetStorageImpl();
-    const at::Tensor& alias = alias_tensors_.push_back(at::Tensor(make_alias(t, devx, alias_storage(devx), keyset_)));
-    aliased_tensors_.push_back(impl);
-    return alias;
-  }
-  if (d.type() == c10::kCPU && t.dim() == 0) return t;
+  c10::DeviceType type = t.device().type();
+  if (C10_LIKELY(type == kDevx)) return alias_of(t);
+  if (type == c10::kCPU && t.dim() == 0) return t;
   mixed_devices(t, device_);
 }
 
-at::Tensor ComputeScope::in_written(const at::Tensor& t) const {
-  if (t.defined() && C10_UNLIKELY(t.device().type() != kDevx)) mixed_devices(t, device_);
-  return in(t);
+at::Tensor& ComputeScope::in_written(const at::Tensor& t) const {
+  if (C10_UNLIKELY(!t.defined())) {
+    aliased_tensors_.push_back(t.unsafeGetTensorImpl());
+    return alias_tensors_.push_back(at::Tensor());
+  }
+  if (C10_UNLIKELY(t.device().type() != kDevx)) mixed_devices(t, device_);
+  return alias_of(t);
 }
 
 std::optional<at::Tensor> ComputeScope::in_written(const std::optional<at::Tensor>& t) const {
@@ -449,13 +515,16 @@ std::vector<at::Tensor> ComputeScope::in_written(at::TensorList ts) const {
   return out;
 }
 
-c10::StorageImpl* ComputeScope::alias_storage(c10::StorageImpl* devx_storage) const {
+C10_ALWAYS_INLINE c10::StorageImpl* ComputeScope::alias_storage(c10::StorageImpl* devx_storage) const {
   for (const Aliased& a : aliases_) {
-    if (a.devx == devx_storage) return a.alias.get();
+    if (a.devx == devx_storage) return a.alias;
   }
   if (holds_arguments_) c10::raw::intrusive_ptr::incref(devx_storage);
-  aliases_.push_back({devx_storage, cached_alias_storage(devx_storage, compute_device_)});
-  return aliases_.back().alias.get();
+  CachedAlias* cached = nullptr;
+  c10::intrusive_ptr<c10::StorageImpl> owned = alias_storage_for_scope(devx_storage, compute_device_, &cached);
+  c10::StorageImpl* alias = cached ? cached->alias.get() : owned.get();
+  aliases_.push_back({devx_storage, alias, std::move(owned), cached});
+  return alias;
 }
 
 std::optional<at::Tensor> ComputeScope::in(const std::optional<at::Tensor>& t) const {
@@ -572,7 +641,18 @@ at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device) {
   const bool reusable = r.use_count() == 1 && r.weak_use_count() == 1 && typeid(*impl) == typeid(c10::TensorImpl) &&
                         impl->layout() == c10::kStrided && impl->allow_tensor_metadata_change();
   if (!reusable) return alias_to_devx(static_cast<const at::Tensor&>(r), device);
-  impl->set_storage_keep_dtype(devx_storage_or_copy(impl->unsafe_storage().unsafeGetStorageImpl(), device));
+  c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+  if (is_devx_allocation(storage->data_ptr())) {
+    // Fresh devx memory from the routing allocator (the usual result): the storage stays, only
+    // the device its bytes report changes. It is moved out and back in (set_storage_keep_dtype
+    // is what updates the TensorImpl's device): a copy of it cost two atomic reference counts.
+    if (storage->data_ptr().device().type() != kDevx) {
+      storage->_mutable_data_ptr_no_checks().unsafe_set_device(devx_device(device));
+    }
+    impl->set_storage_keep_dtype(std::move(const_cast<c10::Storage&>(impl->unsafe_storage())));
+  } else {
+    impl->set_storage_keep_dtype(devx_storage_or_copy(storage, device));
+  }
   impl->_change_backend_component_keys(devx_device(device));
   return std::move(r);
 }

@@ -37,6 +37,9 @@ namespace devx {
 // arguments are the op's own parameters): the scope then takes no reference on their storages.
 struct ArgumentsOutliveScope {};
 
+// A thread's cached alias of one devx storage (compute_scope.cpp).
+struct CachedAlias;
+
 class ComputeScope {
  public:
   ComputeScope();
@@ -55,8 +58,9 @@ class ComputeScope {
   std::vector<at::Tensor> in(const at::ITensorListRef& ts) const;
   c10::List<std::optional<at::Tensor>> in(const c10::List<std::optional<at::Tensor>>& ts) const;
   // An argument the op writes (out=, in-place self): a devx tensor of the scope's device. A CPU
-  // tensor is an error even when 0-dim, as on CUDA: only inputs may be CPU scalars.
-  at::Tensor in_written(const at::Tensor& t) const;
+  // tensor is an error even when 0-dim, as on CUDA: only inputs may be CPU scalars. The alias is
+  // the scope's, mutable as a kernel's `Tensor&` parameter (undefined if `t` is).
+  at::Tensor& in_written(const at::Tensor& t) const;
   std::optional<at::Tensor> in_written(const std::optional<at::Tensor>& t) const;
   std::vector<at::Tensor> in_written(at::TensorList ts) const;
 
@@ -85,9 +89,15 @@ class ComputeScope {
   // path replaces arguments by aliases).
   struct Aliased {
     c10::StorageImpl* devx;
-    c10::intrusive_ptr<c10::StorageImpl> alias;
+    c10::StorageImpl* alias;
+    // An alias storage of its own (the thread's cached one was busy), else null.
+    c10::intrusive_ptr<c10::StorageImpl> owned;
+    // The thread's cache slot whose alias this is, pinned while the scope is open.
+    CachedAlias* cached;
   };
   c10::StorageImpl* alias_storage(c10::StorageImpl* devx_storage) const;
+  // The alias of devx tensor `t` of the scope's device.
+  at::Tensor& alias_of(const at::Tensor& t) const;
   mutable c10::SmallVector<Aliased, 4> aliases_;
   bool holds_arguments_ = true;
   // The alias tensors this scope made; those still unshared when it closes are recycled. A devx
@@ -99,7 +109,7 @@ class ComputeScope {
    public:
     size_t size() const { return size_; }
     at::Tensor& operator[](size_t i) { return i < kInline ? inline_[i] : *overflow_[i - kInline]; }
-    const at::Tensor& push_back(at::Tensor t);
+    at::Tensor& push_back(at::Tensor t);
 
    private:
     static constexpr size_t kInline = 4;

@@ -55,7 +55,8 @@ void apply_allocator_settings(const std::string& env) {
   settings().max_split_size = c10::CachingAllocator::AcceleratorAllocatorConfig::max_split_size();
 }
 
-std::vector<std::unique_ptr<DeviceBlocks>>& all_devices() {
+// Inlined: every allocation and free reaches its device's blocks through here.
+C10_ALWAYS_INLINE std::vector<std::unique_ptr<DeviceBlocks>>& all_devices() {
   static std::vector<std::unique_ptr<DeviceBlocks>> d = [] {
     std::vector<std::unique_ptr<DeviceBlocks>> v;
     for (int i = 0; i < device_count(); ++i) v.push_back(std::make_unique<DeviceBlocks>(i, &settings()));

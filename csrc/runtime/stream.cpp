@@ -63,7 +63,21 @@ c10::DeviceIndex resolve(c10::DeviceIndex device) {
   return device < 0 ? current_device() : device;
 }
 
-thread_local std::vector<c10::StreamId> t_current_streams;
+// This thread's current stream ids, by device (those past the end: the default stream, id 0).
+// Every allocation reads them, through the two initial-exec mirrors below (a thread_local vector
+// is reached through __tls_get_addr and an initialisation check); the holder's destructor clears
+// the mirrors, for allocations made by destructors that run after it as the thread ends.
+struct CurrentStreams {
+  std::vector<c10::StreamId> ids;
+  ~CurrentStreams();
+};
+thread_local CurrentStreams t_current_streams;
+DEVX_HOT_TLS thread_local const c10::StreamId* t_stream_ids = nullptr;
+DEVX_HOT_TLS thread_local size_t t_stream_count = 0;
+CurrentStreams::~CurrentStreams() {
+  t_stream_ids = nullptr;
+  t_stream_count = 0;
+}
 
 thread_local bool t_on_stream_work = false;
 
@@ -116,14 +130,11 @@ DevxStream getDefaultDevxStream(c10::DeviceIndex device) {
 DevxStream getCurrentDevxStream(c10::DeviceIndex device) {
   device = resolve(device);
   check_device_index(device);
-  if (static_cast<size_t>(device) < t_current_streams.size()) {
-    return DevxStream(c10::Stream(c10::Stream::UNSAFE, devx_device(device), t_current_streams[device]));
-  }
-  return getDefaultDevxStream(device);
+  return DevxStream(c10::Stream(c10::Stream::UNSAFE, devx_device(device), current_stream_id(device)));
 }
 
 c10::StreamId current_stream_id(c10::DeviceIndex device) {
-  return static_cast<size_t>(device) < t_current_streams.size() ? t_current_streams[device] : 0;
+  return static_cast<size_t>(device) < t_stream_count ? t_stream_ids[device] : 0;
 }
 
 DevxStream getStreamFromPool(int priority, c10::DeviceIndex device) {
@@ -139,10 +150,13 @@ DevxStream getStreamFromPool(int priority, c10::DeviceIndex device) {
 
 void setCurrentDevxStream(DevxStream stream) {
   check_device_index(stream.device_index());
-  if (t_current_streams.size() < static_cast<size_t>(device_count())) {
-    t_current_streams.resize(device_count(), 0);
+  std::vector<c10::StreamId>& ids = t_current_streams.ids;
+  if (ids.size() < static_cast<size_t>(device_count())) {
+    ids.resize(device_count(), 0);
+    t_stream_ids = ids.data();
+    t_stream_count = ids.size();
   }
-  t_current_streams[stream.device_index()] = stream.id();
+  ids[stream.device_index()] = stream.id();
 }
 
 bool on_stream_work() {

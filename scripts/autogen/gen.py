@@ -175,10 +175,12 @@ def gen_entry(e: Entry, op_index: int) -> tuple[str, str, str]:
     for b in bindings:
         kind = kinds[b.name]
         if kind in ("tensor", "opt_tensor", "tensor_list", "opt_tensor_list"):
-            # A read-only alias is held by reference (the scope keeps it), which spares a copy's
-            # reference counting; written ones are copies, as out= overloads take `Tensor&`.
+            # Aliases are held by reference (the scope keeps them), which spares a copy's reference
+            # counting; a written tensor's is mutable, as out= overloads take `Tensor&`. Written
+            # optionals and lists are copies.
             if b.name in writes:
-                body.append(f"  auto a_{b.name} = scope.in_written({b.name});")
+                ref = "&" if kind == "tensor" else ""
+                body.append(f"  auto{ref} a_{b.name} = scope.in_written({b.name});")
             else:
                 body.append(f"  const auto& a_{b.name} = scope.in({b.name});")
             call_args.append(f"a_{b.name}")
