@@ -420,9 +420,12 @@ def test_mem_check_one_stack_per_group_and_interval_summaries():
     assert_child_ok(proc)
     report = proc.stderr[proc.stderr.index("devx memory check:"):]
     groups = [l for l in report.splitlines() if l.startswith("    ") and "x  devx:" in l]
-    # the backward pass runs on the engine's device thread, which has no Python stack
+    # Forward allocations carry their Python stack. On cpu_sim the backward runs on the thread
+    # that called .backward(), so its allocations may carry that stack too (on a device thread, or
+    # allocated by a stream's worker, they have none).
     forward = [g for g in groups if "(backward)" not in g]
-    assert report.count("Python stack (most recent call last):") == len(forward) > 3
+    stacks = report.count("Python stack (most recent call last):")
+    assert len(forward) > 3 and len(forward) <= stacks <= len(groups), (stacks, groups)
     assert report.count("C++ backtrace:") == len(groups)
     summaries = [l for l in proc.stderr.splitlines() if "memory check after " in l]
     assert re.search(r"memory check after 100 allocations: \d+ live \([\d.]+ [KM]iB\); largest origins:$",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import assert_child_ok, run_python
 
 # Imported before the snapshot, so that their own import-time effects are not counted as ours.
@@ -83,6 +85,7 @@ PROBES = {
     # torch before 2.12 has no default-backend hook (torch_devx then changes nothing there).
     "torch.compiler's default backend": getattr(torch.compiler, "get_default_backend", lambda: None),
     "environment:": lambda: dict(os.environ),
+    "autograd multithreading:": torch._C._is_multithreading_enabled,
 }
 listed = json.loads(os.environ["EFFECTS"])
 attributes = [(resolve(e["owner"]), e["attr"]) for e in listed if e["attr"]]
@@ -208,3 +211,41 @@ def test_effects_cli_lists_undoable_and_permanent():
     assert_child_ok(proc)
     assert "os.putenv" in proc.stdout and "undone by torch_devx.uninstall()" in proc.stdout
     assert "PrivateUse1 named 'devx'" in proc.stdout and "torch names the PrivateUse1 backend once" in proc.stdout
+
+
+@pytest.mark.devices(2)
+def test_backward_of_devx_tensors_runs_on_the_calling_thread_on_each_nodes_device():
+    """On cpu_sim, import turns autograd's device threads off for the importing thread: backward
+    runs where it is called, as for CPU tensors, and each node still runs on its tensor's device
+    and stream (what a CUDA device thread would give it)."""
+    proc = run_python("""
+import threading
+import torch
+import torch_devx
+
+seen = []
+
+class Probe(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        seen.append((threading.get_ident(), torch.devx.current_device(), torch.devx.current_stream() == side))
+        return g * 2
+
+torch.devx.set_device(0)
+side = torch.devx.Stream(device="devx:1")
+x = torch.ones(3, device="devx:1", requires_grad=True)
+with torch.devx.stream(side):
+    y = Probe.apply(x).sum()
+y.backward()
+assert seen == [(threading.get_ident(), 1, True)], seen
+assert torch.equal(x.grad.cpu(), torch.full((3,), 2.0))
+assert torch.devx.current_device() == 0
+assert not torch._C._is_multithreading_enabled()
+torch_devx.uninstall()
+assert torch._C._is_multithreading_enabled()
+""")
+    assert_child_ok(proc)

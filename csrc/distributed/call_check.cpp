@@ -8,6 +8,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "distributed/issue_state.h"
 #include "distributed/work_devx.h"
 
 namespace devx::dist {
@@ -82,6 +83,7 @@ CallSignature& CallSignature::op(const c10d::ReduceOp& op) {
 }
 
 void check_same_call(c10d::Backend& engine, const CallSignature& signature, const std::string& engine_name) {
+  WithoutThreadPythonObjects without_python;
   const int64_t h = static_cast<int64_t>(signature.hash() & ((1ull << 62) - 1));
   at::Tensor bounds = at::empty({2}, at::kLong);
   bounds[0].fill_(h);
@@ -111,6 +113,7 @@ void check_same_call(c10d::Backend& engine, const CallSignature& signature, cons
 
 void check_pair_sizes(c10d::Backend& engine, const CallSignature& signature, const std::vector<int64_t>& sends,
                       const std::vector<int64_t>& receives, const std::string& engine_name) {
+  WithoutThreadPythonObjects without_python;
   const int size = engine.getSize();
   TORCH_INTERNAL_ASSERT(sends.size() == static_cast<size_t>(size) && receives.size() == sends.size());
   at::Tensor mine = at::empty({2 * size}, at::kLong);

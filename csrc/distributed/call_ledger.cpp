@@ -9,6 +9,7 @@
 #include <limits>
 #include <thread>
 
+#include "distributed/issue_state.h"
 #include "distributed/work_devx.h"
 #include "runtime/sanitizer.h"
 
@@ -264,6 +265,7 @@ void CallLedger::run_blind(const BlindAllreduce& form, const CallSignature& sign
   // AVG runs as SUM of pre-scaled tensors (process_group_devx.cpp).
   opts.reduceOp = form.op == RedOp::AVG ? c10d::ReduceOp(RedOp::SUM) : c10d::ReduceOp(form.op);
   std::vector<at::Tensor> tensors{scratch};
+  WithoutThreadPythonObjects without_python;
   try {
     check_engine_->allreduce(tensors, opts)->wait();
   } catch (...) {

@@ -8,6 +8,7 @@
 
 #include "aten/compute_scope.h"
 #include "distributed/call_check.h"
+#include "distributed/issue_state.h"
 #include "distributed/work_devx.h"
 #include "profiler/device_activity.h"
 #include "runtime/device.h"
@@ -184,7 +185,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::wrap(const std::function<c10::i
                                                       const char* collective) {
   std::shared_ptr<sanitizer::DeviceWorkHold> hold = std::move(t_issuing);
   const profiler::HostSpan span = begin_collective_span(collective, outputs, engine_name_);
-  c10::intrusive_ptr<c10d::Work> engine_work = issue();
+  c10::intrusive_ptr<c10d::Work> engine_work;
+  {
+    WithoutThreadPythonObjects without_python;
+    engine_work = issue();
+  }
   end_collective_span(engine_work, span);
   std::string what = describe(collective, outputs);
   return c10::make_intrusive<WorkDevx>(std::move(engine_work), std::move(outputs), rank_, type, std::move(what),
@@ -225,7 +230,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::allreduce(std::vector<at::Tenso
   // Issued under the ledger's lock, so that it is tracked before anything else is issued.
   std::shared_ptr<sanitizer::DeviceWorkHold> hold = std::move(t_issuing);
   const profiler::HostSpan span = begin_collective_span("all_reduce", tensors, engine_name_);
-  c10::intrusive_ptr<c10d::Work> engine_work = engine.allreduce(views, o);
+  c10::intrusive_ptr<c10d::Work> engine_work;
+  {
+    WithoutThreadPythonObjects without_python;
+    engine_work = engine.allreduce(views, o);
+  }
   end_collective_span(engine_work, span);
   std::string what = describe("all_reduce", tensors);
   auto call = ledger_->track(engine_work, views[0], tensors, std::move(signature), *blind_form(tensors, opts.reduceOp),
@@ -530,6 +539,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDevx::barrier(const c10d::BarrierOpti
 }
 
 void ProcessGroupDevx::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  WithoutThreadPythonObjects without_python;
   host_engine_->monitoredBarrier(opts, wait_all_ranks);
 }
 

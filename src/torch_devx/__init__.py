@@ -115,6 +115,16 @@ if _environ.flag("DEVX_MOCK_CUDA", synonym="DIPU_MOCK_CUDA"):
 
 vendor: str = _C._vendor_name()
 
+# On cpu_sim the "device" is this CPU: a device thread for backward buys nothing and costs two
+# thread hand-offs per backward (a sleep and a wake-up each, ~10% of a small model's step on two
+# cores). Backward of devx tensors then runs on the thread that calls it, as the CPU's does; the
+# engine still sets each node's device and stream. Only the importing thread (the switch is
+# thread-local); the cuda vendor keeps PyTorch's device threads, as CUDA has them.
+if vendor == "cpu_sim" and torch._C._is_multithreading_enabled():
+    _effects.apply("autograd", "autograd multithreading: off on the importing thread (backward runs there)",
+                   lambda: torch._C._set_multithreading_enabled(False),
+                   lambda: torch._C._set_multithreading_enabled(True))
+
 
 def effects() -> list[tuple[str, str, bool, str]]:
     """What torch_devx has changed in this process outside its own package: (group, what,
