@@ -22,6 +22,7 @@
 #include "runtime/fork.h"
 #include "runtime/generator.h"
 #include "runtime/memcpy.h"
+#include "runtime/per_thread.h"
 #include "runtime/sanitizer.h"
 #include "runtime/stream.h"
 #include "runtime/vendor.h"
@@ -105,35 +106,6 @@ c10::intrusive_ptr<c10::StorageImpl> make_alias_storage(c10::StorageImpl* s, c10
       c10::StorageImpl::use_byte_size_t(), s->nbytes(),
       c10::DataPtr(const_cast<void*>(s->data()), s, &release_alias, compute_device), g_alias_allocator,
       /*resizable=*/true);
-}
-
-// This thread's T, made on first use, reached through one initial-exec load (the caches below
-// are read on every op); nullptr once the thread's T is destroyed, for ops that destructors run
-// at thread exit.
-template <typename T>
-DEVX_HOT_TLS thread_local T* t_per_thread = nullptr;
-template <typename T>
-DEVX_HOT_TLS thread_local bool t_per_thread_gone = false;
-
-template <typename T>
-C10_NOINLINE T* make_per_thread() {
-  if (t_per_thread_gone<T>) return nullptr;
-  struct Owner {
-    T value;
-    ~Owner() {
-      t_per_thread<T> = nullptr;
-      t_per_thread_gone<T> = true;
-    }
-  };
-  thread_local Owner owner;
-  t_per_thread<T> = &owner.value;
-  return t_per_thread<T>;
-}
-
-template <typename T>
-inline T* per_thread() {
-  T* value = t_per_thread<T>;
-  return C10_LIKELY(value != nullptr) ? value : make_per_thread<T>();
 }
 
 // The deleter of a cached alias storage's bytes, which it borrows: they belong to the devx
@@ -314,6 +286,12 @@ void recycle_alias(c10::intrusive_ptr<c10::TensorImpl>&& impl) {
   recycled->push_back(std::move(impl));
 }
 
+// Devx memory the routing allocator handed to a kernel (reported as the compute device's) reports
+// devx device `device`, the device of the scope that ran the kernel.
+void report_as_devx(c10::StorageImpl* s, c10::DeviceIndex device) {
+  if (s->data_ptr().device().type() != kDevx) s->_mutable_data_ptr_no_checks().unsafe_set_device(devx_device(device));
+}
+
 // The devx storage behind compute-device storage `s`, or an empty Storage if `s` is foreign
 // (memory the devx allocator never handed out). Fresh devx memory the routing allocator handed
 // to a kernel was allocated on `device`, the device of the scope that ran it.
@@ -324,9 +302,7 @@ c10::Storage devx_storage_for(c10::StorageImpl* s, c10::DeviceIndex device) {
         static_cast<c10::StorageImpl*>(dp.get_context())));
   }
   if (is_devx_allocation(dp)) {
-    if (dp.device().type() != kDevx) {
-      s->_mutable_data_ptr_no_checks().unsafe_set_device(devx_device(device));
-    }
+    report_as_devx(s, device);
     return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(s));
   }
   if (adopt_compute_allocation(s)) {
@@ -517,13 +493,13 @@ std::vector<at::Tensor> ComputeScope::in_written(at::TensorList ts) const {
 
 C10_ALWAYS_INLINE c10::StorageImpl* ComputeScope::alias_storage(c10::StorageImpl* devx_storage) const {
   for (const Aliased& a : aliases_) {
-    if (a.devx == devx_storage) return a.alias;
+    if (a.devx == devx_storage) return a.cached ? a.cached->alias.get() : a.owned.get();
   }
   if (holds_arguments_) c10::raw::intrusive_ptr::incref(devx_storage);
   CachedAlias* cached = nullptr;
   c10::intrusive_ptr<c10::StorageImpl> owned = alias_storage_for_scope(devx_storage, compute_device_, &cached);
   c10::StorageImpl* alias = cached ? cached->alias.get() : owned.get();
-  aliases_.push_back({devx_storage, alias, std::move(owned), cached});
+  aliases_.push_back({devx_storage, std::move(owned), cached});
   return alias;
 }
 
@@ -646,9 +622,7 @@ at::Tensor alias_to_devx(at::Tensor&& r, c10::DeviceIndex device) {
     // Fresh devx memory from the routing allocator (the usual result): the storage stays, only
     // the device its bytes report changes. It is moved out and back in (set_storage_keep_dtype
     // is what updates the TensorImpl's device): a copy of it cost two atomic reference counts.
-    if (storage->data_ptr().device().type() != kDevx) {
-      storage->_mutable_data_ptr_no_checks().unsafe_set_device(devx_device(device));
-    }
+    report_as_devx(storage, device);
     impl->set_storage_keep_dtype(std::move(const_cast<c10::Storage&>(impl->unsafe_storage())));
   } else {
     impl->set_storage_keep_dtype(devx_storage_or_copy(storage, device));

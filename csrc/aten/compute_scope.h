@@ -89,8 +89,8 @@ class ComputeScope {
   // path replaces arguments by aliases).
   struct Aliased {
     c10::StorageImpl* devx;
-    c10::StorageImpl* alias;
-    // An alias storage of its own (the thread's cached one was busy), else null.
+    // The alias is `owned` or the slot's `cached`'s. An alias storage of its own (the thread's
+    // cached one was busy), else null.
     c10::intrusive_ptr<c10::StorageImpl> owned;
     // The thread's cache slot whose alias this is, pinned while the scope is open.
     CachedAlias* cached;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/exception.h"
+#include "runtime/per_thread.h"
 #include "runtime/vendor.h"
 #include "runtime/python_hooks.h"
 
@@ -64,20 +65,7 @@ c10::DeviceIndex resolve(c10::DeviceIndex device) {
 }
 
 // This thread's current stream ids, by device (those past the end: the default stream, id 0).
-// Every allocation reads them, through the two initial-exec mirrors below (a thread_local vector
-// is reached through __tls_get_addr and an initialisation check); the holder's destructor clears
-// the mirrors, for allocations made by destructors that run after it as the thread ends.
-struct CurrentStreams {
-  std::vector<c10::StreamId> ids;
-  ~CurrentStreams();
-};
-thread_local CurrentStreams t_current_streams;
-DEVX_HOT_TLS thread_local const c10::StreamId* t_stream_ids = nullptr;
-DEVX_HOT_TLS thread_local size_t t_stream_count = 0;
-CurrentStreams::~CurrentStreams() {
-  t_stream_ids = nullptr;
-  t_stream_count = 0;
-}
+using CurrentStreamIds = std::vector<c10::StreamId>;
 
 thread_local bool t_on_stream_work = false;
 
@@ -134,7 +122,8 @@ DevxStream getCurrentDevxStream(c10::DeviceIndex device) {
 }
 
 c10::StreamId current_stream_id(c10::DeviceIndex device) {
-  return static_cast<size_t>(device) < t_stream_count ? t_stream_ids[device] : 0;
+  const CurrentStreamIds* ids = existing_per_thread<CurrentStreamIds>();
+  return ids != nullptr && static_cast<size_t>(device) < ids->size() ? (*ids)[device] : 0;
 }
 
 DevxStream getStreamFromPool(int priority, c10::DeviceIndex device) {
@@ -150,13 +139,10 @@ DevxStream getStreamFromPool(int priority, c10::DeviceIndex device) {
 
 void setCurrentDevxStream(DevxStream stream) {
   check_device_index(stream.device_index());
-  std::vector<c10::StreamId>& ids = t_current_streams.ids;
-  if (ids.size() < static_cast<size_t>(device_count())) {
-    ids.resize(device_count(), 0);
-    t_stream_ids = ids.data();
-    t_stream_count = ids.size();
-  }
-  ids[stream.device_index()] = stream.id();
+  CurrentStreamIds* ids = per_thread<CurrentStreamIds>();
+  if (ids == nullptr) return;  // the thread is ending: it issues nothing more
+  if (ids->size() < static_cast<size_t>(device_count())) ids->resize(device_count(), 0);
+  (*ids)[stream.device_index()] = stream.id();
 }
 
 bool on_stream_work() {
